@@ -1,0 +1,330 @@
+/*
+ * common/idx.c — IDX (MNIST format) loader; see idx.h for the contract.
+ *
+ * All reads go through zlib's gz* functions, which read gzip and plain files alike
+ * (gzdirect() tells which). Sizes are checked in 64-bit arithmetic before anything
+ * is allocated, so a header that promises 2^31 images of 1000x1000 fails with a
+ * message instead of an allocation of terabytes.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "idx.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <zlib.h>
+
+#define IDX_MAGIC_IMAGES 0x00000803u   /* unsigned byte, 3 dimensions */
+#define IDX_MAGIC_LABELS 0x00000801u   /* unsigned byte, 1 dimension */
+#define IDX_MAX_COUNT    100000000L    /* 1e8 samples: anything above is absurd here */
+
+static int fail(char *err, size_t errlen, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+/* First existing spelling of "<dir>/<prefix>-<kind>-idx<d>-ubyte": plain, ".gz",
+ * and the "<prefix>-<kind>.idx<d>-ubyte" variant some mirrors use. */
+static int find_file(const char *dir, const char *prefix, const char *kind, int dims,
+                     char *path, size_t pathlen, char *err, size_t errlen) {
+    const char *forms[] = { "%s/%s-%s-idx%d-ubyte", "%s/%s-%s-idx%d-ubyte.gz",
+                            "%s/%s-%s.idx%d-ubyte", "%s/%s-%s.idx%d-ubyte.gz" };
+    struct stat st;
+    for (size_t f = 0; f < sizeof forms / sizeof forms[0]; f++) {
+        snprintf(path, pathlen, forms[f], dir, prefix, kind, dims);
+        if (stat(path, &st) == 0 && S_ISREG(st.st_mode)) return 0;
+    }
+    snprintf(path, pathlen, forms[0], dir, prefix, kind, dims);
+    return fail(err, errlen, "%s: not found (also tried .gz; run 'make data' or pass --data DIR)", path);
+}
+
+static uint32_t be32(const unsigned char *p) {
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+
+typedef struct {
+    gzFile gz;
+    char path[1024];
+    uint32_t magic;
+    long count;                 /* items in the file */
+    long rows, cols;            /* images only */
+    long item_bytes;            /* bytes per item */
+    long header_bytes;
+} idx_file;
+
+/* Reads exactly len bytes; returns bytes read, or -1 on a stream error (message in err). */
+static long read_bytes(idx_file *f, void *buf, long len, char *err, size_t errlen) {
+    long done = 0;
+    while (done < len) {
+        unsigned chunk = (unsigned)((len - done) > (1L << 30) ? (1L << 30) : (len - done));
+        int got = gzread(f->gz, (char *)buf + done, chunk);
+        if (got < 0) {
+            int code;
+            const char *msg = gzerror(f->gz, &code);
+            if (code == Z_ERRNO) return fail(err, errlen, "%s: read error: %s", f->path, strerror(errno));
+            return fail(err, errlen, "%s: corrupt gzip stream: %s", f->path, msg);
+        }
+        if (got == 0) {
+            int code;
+            const char *msg = gzerror(f->gz, &code);
+            if (code != Z_OK && code != Z_BUF_ERROR)
+                return fail(err, errlen, "%s: corrupt gzip stream: %s", f->path, msg);
+            break;
+        }
+        done += got;
+    }
+    return done;
+}
+
+/* Opens and validates the header; checks that the file holds exactly the promised
+ * bytes (plain files: by size; gzip: by decompressing to the end). */
+static int idx_open(idx_file *f, const char *path, uint32_t want_magic, char *err, size_t errlen) {
+    memset(f, 0, sizeof *f);
+    snprintf(f->path, sizeof f->path, "%s", path);
+    f->gz = gzopen(path, "rb");
+    if (!f->gz) return fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    gzbuffer(f->gz, 1 << 17);
+
+    int dims = want_magic == IDX_MAGIC_IMAGES ? 3 : 1;
+    long want_header = 4 + 4L * dims;
+    unsigned char h[16];
+    long got = read_bytes(f, h, want_header, err, errlen);
+    if (got < 0) goto bad;
+    if (got < want_header) {
+        fail(err, errlen, "%s: truncated header (%ld of %ld bytes)", path, got, want_header);
+        goto bad;
+    }
+    f->magic = be32(h);
+    if (f->magic != want_magic) {
+        fail(err, errlen, "%s: bad magic 0x%08x (expected 0x%08x for an idx%d %s file)", path,
+             f->magic, want_magic, dims, dims == 3 ? "image" : "label");
+        goto bad;
+    }
+    uint32_t n = be32(h + 4);
+    if (n == 0 || n > IDX_MAX_COUNT) {
+        fail(err, errlen, "%s: absurd item count %u in header", path, n);
+        goto bad;
+    }
+    f->count = n;
+    f->header_bytes = want_header;
+    f->item_bytes = 1;
+    if (dims == 3) {
+        uint32_t r = be32(h + 8), c = be32(h + 12);
+        if (r == 0 || c == 0 || r > IDX_MAX_SIDE || c > IDX_MAX_SIDE) {
+            fail(err, errlen, "%s: absurd image dimensions %ux%u in header (1..%d allowed)", path,
+                 r, c, IDX_MAX_SIDE);
+            goto bad;
+        }
+        f->rows = r; f->cols = c;
+        f->item_bytes = (long)r * c;
+    }
+    /* count <= 1e8 and item_bytes <= 2^20: the product fits easily in 64 bits */
+    long long promised = (long long)f->header_bytes + (long long)f->count * f->item_bytes;
+
+    if (gzdirect(f->gz)) {
+        struct stat st;
+        if (stat(path, &st) != 0) {
+            fail(err, errlen, "%s: cannot stat: %s", path, strerror(errno));
+            goto bad;
+        }
+        if ((long long)st.st_size < promised) {
+            fail(err, errlen, "%s: truncated: header promises %ld items (%lld bytes) but the file has %lld bytes",
+                 path, f->count, promised, (long long)st.st_size);
+            goto bad;
+        }
+        if ((long long)st.st_size > promised) {
+            fail(err, errlen, "%s: %lld trailing bytes after the %ld items the header promises",
+                 path, (long long)st.st_size - promised, f->count);
+            goto bad;
+        }
+    } else {
+        /* Decompress to the end once to check the length (about 0.1 s for 60k images). */
+        static char sink[1 << 16];
+        long long total = want_header;
+        for (;;) {
+            long r = read_bytes(f, sink, sizeof sink, err, errlen);
+            if (r < 0) goto bad;
+            if (r == 0) break;
+            total += r;
+        }
+        if (total < promised) {
+            fail(err, errlen, "%s: truncated: header promises %ld items (%lld bytes uncompressed) but the stream holds %lld",
+                 path, f->count, promised, total);
+            goto bad;
+        }
+        if (total > promised) {
+            fail(err, errlen, "%s: %lld trailing bytes after the %ld items the header promises",
+                 path, total - promised, f->count);
+            goto bad;
+        }
+    }
+    return 0;
+bad:
+    gzclose(f->gz);
+    f->gz = NULL;
+    return -1;
+}
+
+/* Positions at item `first` and reads `count` items into buf. */
+static int idx_read_items(idx_file *f, long first, long count, unsigned char *buf,
+                          char *err, size_t errlen) {
+    z_off_t off = (z_off_t)(f->header_bytes + first * f->item_bytes);
+    if (gzseek(f->gz, off, SEEK_SET) != off) {
+        int code;
+        return fail(err, errlen, "%s: cannot seek to item %ld: %s", f->path, first, gzerror(f->gz, &code));
+    }
+    long want = count * f->item_bytes;
+    long got = read_bytes(f, buf, want, err, errlen);
+    if (got < 0) return -1;
+    if (got < want)
+        return fail(err, errlen, "%s: truncated: expected %ld bytes at item %ld, got %ld", f->path, want, first, got);
+    return 0;
+}
+
+static void idx_close(idx_file *f) {
+    if (f->gz) gzclose(f->gz);
+    f->gz = NULL;
+}
+
+/* Opens both files of a split and checks that they agree. */
+static int open_pair(const char *dir, const char *prefix, idx_file *img, idx_file *lab,
+                     char *err, size_t errlen) {
+    char ipath[1024], lpath[1024];
+    if (find_file(dir, prefix, "images", 3, ipath, sizeof ipath, err, errlen)) return -1;
+    if (find_file(dir, prefix, "labels", 1, lpath, sizeof lpath, err, errlen)) return -1;
+    if (idx_open(img, ipath, IDX_MAGIC_IMAGES, err, errlen)) return -1;
+    if (idx_open(lab, lpath, IDX_MAGIC_LABELS, err, errlen)) { idx_close(img); return -1; }
+    if (img->count != lab->count) {
+        fail(err, errlen, "%s: %ld images but %s has %ld labels", ipath, img->count, lpath, lab->count);
+        idx_close(img); idx_close(lab);
+        return -1;
+    }
+    return 0;
+}
+
+int dataset_count(const char *dir, const char *prefix, long *count, char *err, size_t errlen) {
+    idx_file img, lab;
+    if (open_pair(dir, prefix, &img, &lab, err, errlen)) return -1;
+    *count = img.count;
+    idx_close(&img); idx_close(&lab);
+    return 0;
+}
+
+/* Bilinear, align-corners = false: source coordinate (d + 0.5) * in / out - 0.5,
+ * clamped to the image, as torch.nn.functional.interpolate(mode="bilinear"). */
+void idx_resample(const float *src, int in_side, float *dst, int out_side) {
+    double scale = (double)in_side / out_side;
+    for (int oy = 0; oy < out_side; oy++) {
+        double sy = (oy + 0.5) * scale - 0.5;
+        if (sy < 0) sy = 0;
+        int y0 = (int)sy;
+        if (y0 > in_side - 1) y0 = in_side - 1;
+        int y1 = y0 + 1 < in_side ? y0 + 1 : in_side - 1;
+        float wy = (float)(sy - y0);
+        for (int ox = 0; ox < out_side; ox++) {
+            double sx = (ox + 0.5) * scale - 0.5;
+            if (sx < 0) sx = 0;
+            int x0 = (int)sx;
+            if (x0 > in_side - 1) x0 = in_side - 1;
+            int x1 = x0 + 1 < in_side ? x0 + 1 : in_side - 1;
+            float wx = (float)(sx - x0);
+            float top = src[y0 * in_side + x0] * (1 - wx) + src[y0 * in_side + x1] * wx;
+            float bot = src[y1 * in_side + x0] * (1 - wx) + src[y1 * in_side + x1] * wx;
+            dst[oy * out_side + ox] = top * (1 - wy) + bot * wy;
+        }
+    }
+}
+
+int dataset_load(const char *dir, const char *prefix, long first, long count, int side,
+                 dataset *out, char *err, size_t errlen) {
+    memset(out, 0, sizeof *out);
+    idx_file img, lab;
+    if (open_pair(dir, prefix, &img, &lab, err, errlen)) return -1;
+    int rc = -1;
+    unsigned char *raw = NULL, *labels = NULL;
+
+    if (count < 0) count = img.count - first;
+    if (first < 0 || count <= 0 || first > img.count - count) {
+        fail(err, errlen, "%s: slice [%ld, %ld) is outside the %ld samples the file holds", img.path,
+             first, first + (count > 0 ? count : 0), img.count);
+        goto done;
+    }
+    if (side <= 0) {
+        if (img.rows != img.cols) {
+            fail(err, errlen, "%s: images are %ldx%ld, not square; pass --image-size", img.path, img.rows, img.cols);
+            goto done;
+        }
+        side = (int)img.rows;
+    }
+    if (side > IDX_MAX_SIDE) {
+        fail(err, errlen, "image size %d is larger than %d", side, IDX_MAX_SIDE);
+        goto done;
+    }
+    if (img.rows != img.cols && side != img.rows) {
+        fail(err, errlen, "%s: images are %ldx%ld; only square images can be resampled", img.path, img.rows, img.cols);
+        goto done;
+    }
+
+    /* Labels: the whole file is small, check every label, keep the slice. */
+    labels = malloc((size_t)lab.count);
+    if (!labels) { fail(err, errlen, "%s: out of memory for %ld labels", lab.path, lab.count); goto done; }
+    if (idx_read_items(&lab, 0, lab.count, labels, err, errlen)) goto done;
+    for (long i = 0; i < lab.count; i++)
+        if (labels[i] >= IDX_CLASSES) {
+            fail(err, errlen, "%s: label %u at index %ld is out of range 0..%d", lab.path, labels[i], i, IDX_CLASSES - 1);
+            goto done;
+        }
+
+    size_t features = (size_t)side * side;
+    out->x = malloc((size_t)count * features * sizeof(float));
+    out->y = malloc((size_t)count);
+    raw = malloc((size_t)img.item_bytes * (count < 1024 ? count : 1024));
+    float *native = malloc((size_t)img.item_bytes * sizeof(float));
+    if (!out->x || !out->y || !raw || !native) {
+        free(native);
+        fail(err, errlen, "out of memory for %ld samples of %dx%d", count, side, side);
+        goto done;
+    }
+    memcpy(out->y, labels + first, (size_t)count);
+    /* Images in chunks of 1024 so the byte buffer stays small. */
+    for (long done_n = 0; done_n < count;) {
+        long chunk = count - done_n < 1024 ? count - done_n : 1024;
+        if (idx_read_items(&img, first + done_n, chunk, raw, err, errlen)) { free(native); goto done; }
+        for (long i = 0; i < chunk; i++) {
+            const unsigned char *p = raw + i * img.item_bytes;
+            float *dst = out->x + (size_t)(done_n + i) * features;
+            if (side == img.rows) {
+                for (long k = 0; k < img.item_bytes; k++) dst[k] = p[k] / 255.0f;
+            } else {
+                for (long k = 0; k < img.item_bytes; k++) native[k] = p[k] / 255.0f;
+                idx_resample(native, (int)img.rows, dst, side);
+            }
+        }
+        done_n += chunk;
+    }
+    free(native);
+    out->n = count;
+    out->side = side;
+    out->features = (int)features;
+    rc = 0;
+done:
+    free(raw);
+    free(labels);
+    idx_close(&img);
+    idx_close(&lab);
+    if (rc) dataset_free(out);
+    return rc;
+}
+
+void dataset_free(dataset *d) {
+    free(d->x);
+    free(d->y);
+    memset(d, 0, sizeof *d);
+}

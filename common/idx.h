@@ -1,0 +1,56 @@
+/*
+ * common/idx.h — MNIST/IDX data set loader shared by every partrain trainer.
+ *
+ * Reads the standard IDX files (train-images-idx3-ubyte, train-labels-idx1-ubyte,
+ * t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte), raw or gzip-compressed (zlib
+ * detects the compression from the content, not the name; "name.gz" and the
+ * "train-images.idx3-ubyte" spelling are also tried). Everything in the header is
+ * validated: magic numbers, dimensions, image count == label count, label range
+ * 0..9, and that the file holds exactly the bytes the header promises (sizes are
+ * computed in 64 bits with overflow checks, so absurd headers fail cleanly).
+ *
+ * Pixels become float32 in [0,1] (byte / 255). Images can be resampled to S x S
+ * with bilinear interpolation (align-corners = false, as PyTorch's interpolate)
+ * for the image-size sweeps (28 -> 56 -> 112: 784 -> 12544 inputs).
+ *
+ * Slices: dataset_load(first, count) reads only samples [first, first+count) —
+ * an MPI rank loads only its contiguous shard. dataset_count() reads only the
+ * headers, so a rank can compute its shard before loading.
+ *
+ * Errors: every function returns 0 on success, -1 on failure with a one-line
+ * message in err that names the file and the problem.
+ */
+#ifndef PARTRAIN_IDX_H
+#define PARTRAIN_IDX_H
+
+#include <stddef.h>
+
+#define IDX_ERR_LEN 512
+#define IDX_MAX_SIDE 1024      /* larger images are rejected as absurd */
+#define IDX_CLASSES 10
+
+typedef struct {
+    long n;                /* samples held in x/y */
+    int side;              /* image side after resampling: features = side * side */
+    int features;
+    float *x;              /* n x features, row-major, values in [0,1] */
+    unsigned char *y;      /* n labels in 0..9 */
+} dataset;
+
+/* Number of samples in "<dir>/<prefix>-images..." after checking that the image
+ * and label headers agree; prefix is "train" or "t10k". Reads headers only. */
+int dataset_count(const char *dir, const char *prefix, long *count,
+                  char *err, size_t errlen);
+
+/* Loads samples [first, first + count) (count < 0: to the end of the file),
+ * resampled to side x side (side <= 0: the file's own size, which must then be
+ * square). The whole file is still validated (size, labels). */
+int dataset_load(const char *dir, const char *prefix, long first, long count,
+                 int side, dataset *out, char *err, size_t errlen);
+
+void dataset_free(dataset *d);
+
+/* Bilinear resample of one in_side x in_side image to out_side x out_side. */
+void idx_resample(const float *src, int in_side, float *dst, int out_side);
+
+#endif

@@ -1,0 +1,157 @@
+/*
+ * common/options.c — parsing of the flags every trainer shares; see options.h.
+ */
+#include "options.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void options_die(const char *prog, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%s: ", prog);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, " (see --help)\n");
+    va_end(ap);
+    exit(2);
+}
+
+void options_defaults(train_options *o) {
+    memset(o, 0, sizeof *o);
+    o->data_dir = "data/fashion";
+    o->hidden[0] = 256;
+    o->hidden[1] = 128;
+    o->n_hidden = 2;
+    o->activation = ACT_RELU;
+    o->batch = 64;
+    o->epochs = 5;
+    o->lr = 0.01;
+    o->seed = 42;
+    o->csv = "results/runs.csv";
+}
+
+const char *options_value(const char *prog, int argc, char **argv, int *i) {
+    if (*i + 1 >= argc) options_die(prog, "%s needs a value", argv[*i]);
+    return argv[++*i];
+}
+
+long options_long(const char *prog, const char *flag, const char *value, long min, long max) {
+    char *end;
+    errno = 0;
+    long v = strtol(value, &end, 10);
+    if (errno || end == value || *end)
+        options_die(prog, "%s: expected an integer, got '%s'", flag, value);
+    if (v < min || v > max)
+        options_die(prog, "%s: %ld is out of range %ld..%ld", flag, v, min, max);
+    return v;
+}
+
+double options_double(const char *prog, const char *flag, const char *value, double min, double max) {
+    char *end;
+    errno = 0;
+    double v = strtod(value, &end);
+    if (errno || end == value || *end || !isfinite(v))
+        options_die(prog, "%s: expected a number, got '%s'", flag, value);
+    if (!(v >= min && v <= max))
+        options_die(prog, "%s: %g is out of range %g..%g", flag, v, min, max);
+    return v;
+}
+
+static void parse_hidden(train_options *o, const char *prog, const char *value) {
+    o->n_hidden = 0;
+    const char *p = value;
+    if (!*p) options_die(prog, "--hidden: expected sizes like 256,128, got ''");
+    while (*p) {
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (errno || end == p || (*end && *end != ','))
+            options_die(prog, "--hidden: expected sizes like 256,128, got '%s'", value);
+        if (v < 1 || v > 65536) options_die(prog, "--hidden: layer size %ld is out of range 1..65536", v);
+        if (o->n_hidden == OPT_MAX_HIDDEN) options_die(prog, "--hidden: at most %d hidden layers", OPT_MAX_HIDDEN);
+        o->hidden[o->n_hidden++] = (int)v;
+        p = *end ? end + 1 : end;
+        if (*end && !*p) options_die(prog, "--hidden: trailing ',' in '%s'", value);
+    }
+}
+
+int options_parse_common(train_options *o, const char *prog, int argc, char **argv, int *i) {
+    const char *a = argv[*i];
+    if (!strcmp(a, "--data")) o->data_dir = options_value(prog, argc, argv, i);
+    else if (!strcmp(a, "--train")) o->train_n = options_long(prog, a, options_value(prog, argc, argv, i), 1, 100000000);
+    else if (!strcmp(a, "--test")) o->test_n = options_long(prog, a, options_value(prog, argc, argv, i), 1, 100000000);
+    else if (!strcmp(a, "--image-size")) o->image_size = (int)options_long(prog, a, options_value(prog, argc, argv, i), 1, 1024);
+    else if (!strcmp(a, "--hidden")) parse_hidden(o, prog, options_value(prog, argc, argv, i));
+    else if (!strcmp(a, "--activation")) {
+        const char *v = options_value(prog, argc, argv, i);
+        if (!strcmp(v, "relu")) o->activation = ACT_RELU;
+        else if (!strcmp(v, "sigmoid")) o->activation = ACT_SIGMOID;
+        else if (!strcmp(v, "leaky-relu")) o->activation = ACT_LEAKY_RELU;
+        else options_die(prog, "--activation: unknown activation '%s' (relu, sigmoid, leaky-relu)", v);
+    } else if (!strcmp(a, "--batch")) {
+        const char *v = options_value(prog, argc, argv, i);
+        if (!strcmp(v, "full")) { o->batch_full = 1; o->batch = 0; }
+        else { o->batch_full = 0; o->batch = options_long(prog, a, v, 1, 100000000); }
+    } else if (!strcmp(a, "--epochs")) o->epochs = (int)options_long(prog, a, options_value(prog, argc, argv, i), 1, 100000);
+    else if (!strcmp(a, "--lr")) {
+        o->lr = options_double(prog, a, options_value(prog, argc, argv, i), 0.0, 1e3);
+        if (!(o->lr > 0)) options_die(prog, "--lr: must be positive");
+    } else if (!strcmp(a, "--seed")) o->seed = (uint64_t)options_long(prog, a, options_value(prog, argc, argv, i), 0, 0x7fffffffffffffffL);
+    else if (!strcmp(a, "--csv")) o->csv = options_value(prog, argc, argv, i);
+    else if (!strcmp(a, "--predict")) o->predict = (int)options_long(prog, a, options_value(prog, argc, argv, i), 0, 1000);
+    else if (!strcmp(a, "--quiet")) o->quiet = 1;
+    else return 0;
+    return 1;
+}
+
+void options_usage_common(void) {
+    printf(
+        "Data:\n"
+        "  --data DIR            IDX files (train-images-idx3-ubyte[.gz], ...) [data/fashion]\n"
+        "  --train N             use the first N training samples [all]\n"
+        "  --test N              use the first N test samples [all]\n"
+        "  --image-size S        resample images to SxS, bilinear [the files' size, 28]\n"
+        "Model:\n"
+        "  --hidden A,B,...      hidden layer sizes [256,128]\n"
+        "  --activation NAME     relu | sigmoid | leaky-relu (slope 0.01) [relu]\n"
+        "Training:\n"
+        "  --batch N|full        global mini-batch size; full = whole training set [64]\n"
+        "  --epochs E            [5]\n"
+        "  --lr LR               SGD learning rate [0.01]\n"
+        "  --seed S              seed of initial weights and shuffling [42]\n"
+        "Output:\n"
+        "  --csv FILE|none       append one result row to FILE [results/runs.csv]\n"
+        "  --predict K           show K test images as ASCII art with predictions [0]\n"
+        "  --quiet               no per-epoch progress lines\n"
+        "  --help                this text\n");
+}
+
+const char *options_activation_name(int activation) {
+    switch (activation) {
+    case ACT_SIGMOID: return "sigmoid";
+    case ACT_LEAKY_RELU: return "leaky-relu";
+    default: return "relu";
+    }
+}
+
+const char *options_hidden_string(const train_options *o, char *buf, int len) {
+    int used = 0;
+    buf[0] = 0;
+    for (int l = 0; l < o->n_hidden && used < len; l++)
+        used += snprintf(buf + used, (size_t)(len - used), l ? "x%d" : "%d", o->hidden[l]);
+    return buf;
+}
+
+const char *options_dataset_name(const train_options *o, char *buf, int len) {
+    const char *d = o->data_dir;
+    size_t n = strlen(d);
+    while (n > 1 && d[n - 1] == '/') n--;              /* ignore trailing slashes */
+    size_t start = n;
+    while (start > 0 && d[start - 1] != '/') start--;
+    snprintf(buf, (size_t)len, "%.*s", (int)(n - start), d + start);
+    return buf;
+}

@@ -1,0 +1,162 @@
+/*
+ * common/results.c — atomic CSV row appends; see results.h for the schema.
+ */
+#define _GNU_SOURCE
+#include "results.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static int fail(char *err, size_t errlen, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+double results_median(const double *v, int n) {
+    double *s = malloc((size_t)n * sizeof *s);
+    if (!s) return v[0];
+    memcpy(s, v, (size_t)n * sizeof *s);
+    for (int i = 1; i < n; i++)            /* insertion sort: n is an epoch count */
+        for (int j = i; j > 0 && s[j - 1] > s[j]; j--) { double t = s[j]; s[j] = s[j - 1]; s[j - 1] = t; }
+    double m = n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
+    free(s);
+    return m;
+}
+
+/* Growing string buffer for one row. */
+typedef struct { char *p; size_t len, cap; int oom; } sbuf;
+
+static void sb_printf(sbuf *b, const char *fmt, ...) {
+    if (b->oom) return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+        va_end(ap);
+        if (n < 0) { b->oom = 1; return; }
+        if ((size_t)n < b->cap - b->len) { b->len += (size_t)n; return; }
+        size_t cap = (b->cap + (size_t)n + 1) * 2;
+        char *q = realloc(b->p, cap);
+        if (!q) { b->oom = 1; return; }
+        b->p = q; b->cap = cap;
+    }
+}
+
+/* Text fields never contain the separators: replace ',', '"' and newlines. */
+static void sb_field(sbuf *b, const char *s) {
+    for (const char *c = s ? s : ""; *c; c++)
+        sb_printf(b, "%c", (*c == ',' || *c == '"' || *c == '\n' || *c == '\r') ? '_' : *c);
+    sb_printf(b, ",");
+}
+
+static void sb_curve(sbuf *b, const double *v, int n, const char *fmt) {
+    for (int i = 0; v && i < n; i++) {
+        if (i) sb_printf(b, ";");
+        sb_printf(b, fmt, v[i]);
+    }
+    sb_printf(b, ",");
+}
+
+static int write_all(int fd, const char *p, size_t len) {
+    while (len > 0) {
+        ssize_t w = write(fd, p, len);
+        if (w < 0) { if (errno == EINTR) continue; return -1; }
+        p += w; len -= (size_t)w;
+    }
+    return 0;
+}
+
+int results_append(const char *path, const result_row *r, char *err, size_t errlen) {
+    if (!path || !*path || strcmp(path, "none") == 0) return 0;
+
+    char host[256] = "unknown";
+    gethostname(host, sizeof host - 1);
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    char stamp[32];
+    strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    char run_id[320];
+    snprintf(run_id, sizeof run_id, "%s-%ld-%d", host, (long)now, (int)getpid());
+
+    sbuf b = {0};
+    sb_field(&b, run_id);
+    sb_field(&b, r->program);
+    sb_field(&b, r->variant);
+    sb_printf(&b, "%d,%d,", r->ranks, r->threads);
+    sb_field(&b, r->omp_wait_policy);
+    sb_field(&b, r->dataset);
+    sb_printf(&b, "%d,%ld,%ld,", r->image_size, r->train_n, r->test_n);
+    sb_field(&b, r->hidden);
+    sb_field(&b, r->activation);
+    sb_printf(&b, "%ld,%d,%.9g,%llu,", r->batch, r->epochs, r->lr, (unsigned long long)r->seed);
+    sb_printf(&b, "%.6f,%.6f,%.6f,%.6f,%.1f,%.2f,%.17g,%.4f,", r->epoch_seconds_median, r->total_seconds,
+              r->comm_seconds, r->sync_seconds, r->samples_per_second, r->gflops,
+              r->final_train_loss, r->test_accuracy);
+    sb_curve(&b, r->train_loss_curve, r->n_curve, "%.17g");
+    sb_curve(&b, r->test_acc_curve, r->n_curve, "%.4f");
+    sb_curve(&b, r->epoch_seconds, r->n_curve, "%.6f");
+    sb_field(&b, host);
+    sb_printf(&b, "%s\n", stamp);
+    if (b.oom) { free(b.p); return fail(err, errlen, "%s: out of memory formatting the result row", path); }
+
+    /* Create the parent directory if it is missing (one level, e.g. results/). */
+    const char *slash = strrchr(path, '/');
+    if (slash && slash != path) {
+        char dir[1024];
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+        if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+            free(b.p);
+            return fail(err, errlen, "%s: cannot create directory %s: %s", path, dir, strerror(errno));
+        }
+    }
+    int fd = open(path, O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC, 0666);
+    if (fd < 0) { free(b.p); return fail(err, errlen, "%s: cannot open: %s", path, strerror(errno)); }
+    int rc = -1;
+    if (flock(fd, LOCK_EX) != 0) { fail(err, errlen, "%s: cannot lock: %s", path, strerror(errno)); goto out; }
+    struct stat st;
+    if (fstat(fd, &st) != 0) { fail(err, errlen, "%s: cannot stat: %s", path, strerror(errno)); goto out; }
+
+    const char *header = RESULTS_HEADER "\n";
+    size_t hlen = strlen(header);
+    if (st.st_size > 0) {
+        /* Refuse to mix schemas: the first line must be exactly our header. */
+        char *first = calloc(1, hlen + 1);
+        ssize_t got = first ? pread(fd, first, hlen, 0) : -1;
+        int same = got == (ssize_t)hlen && memcmp(first, header, hlen) == 0;
+        free(first);
+        if (!same) {
+            fail(err, errlen, "%s: existing file does not start with this version's CSV header; move it away or pass --csv NEW_FILE", path);
+            goto out;
+        }
+    }
+    sbuf out = {0};
+    if (st.st_size == 0) sb_printf(&out, "%s", header);
+    sb_printf(&out, "%s", b.p);
+    if (out.oom) { free(out.p); fail(err, errlen, "%s: out of memory", path); goto out; }
+    if (write_all(fd, out.p, out.len) != 0) {
+        int e = errno;
+        if (ftruncate(fd, st.st_size) != 0) { /* best effort: nothing more we can do */ }
+        fail(err, errlen, "%s: write failed: %s (file restored to its previous length)", path, strerror(e));
+        free(out.p);
+        goto out;
+    }
+    free(out.p);
+    if (fsync(fd) != 0 && errno != EINVAL) { fail(err, errlen, "%s: fsync failed: %s", path, strerror(errno)); goto out; }
+    rc = 0;
+out:
+    free(b.p);
+    close(fd);   /* releases the lock */
+    return rc;
+}

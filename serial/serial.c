@@ -1,0 +1,607 @@
+/*
+ * serial/serial.c — the reference trainer of partrain: one core, no parallelism.
+ *
+ * Strategy: none. A multi-layer perceptron (default 784-256-128-10, ReLU, softmax +
+ * cross-entropy) trained with plain mini-batch SGD. Every speedup in the suite is
+ * measured against this program, so it is written to be fast on one core:
+ *   - a mini-batch is a matrix (batch x features) and every layer is a matrix product;
+ *   - the products run in one register-blocked kernel (8 rows x 32 columns of
+ *     accumulators in AVX-512 registers: broadcast one A value, two vector loads of B
+ *     per k), with a portable C path when AVX-512 is absent;
+ *   - bias + activation are fused into the forward product's epilogue, the activation
+ *     derivative into the backward product's, and the SGD update into the weight-
+ *     gradient product (W += -lr/B * A^T dZ): no gradient buffer, no extra pass.
+ * Communication: none. Threads: one. Deterministic: the same seed gives bit-identical
+ * results from run to run (fixed summation order everywhere).
+ *
+ * The maths here is duplicated on purpose in every other trainer (openmp, mpi, ...);
+ * tests/ checks that they all produce serial's loss curve for the same seed.
+ *
+ * Compile: make serial   (cc -std=c11 -O3 -march=native serial/serial.c common/... -lz -lm)
+ * Run:     serial/serial --data data/fashion --epochs 5 --batch 64
+ *          serial/serial --gemm blas ...   (OpenBLAS single-threaded, when built with it)
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "idx.h"
+#include "options.h"
+#include "prng.h"
+#include "results.h"
+#include "timer.h"
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+#ifdef HAVE_CBLAS
+#include <cblas.h>
+#endif
+
+#define PROGRAM "serial"
+#define MAX_LAYERS (OPT_MAX_HIDDEN + 1)
+#define EVAL_BATCH 512          /* rows per forward pass when evaluating */
+
+// ----------------------------------------------------------------------------
+// options: the common flags (common/options.h) plus this trainer's own
+
+enum gemm_kind { GEMM_OWN = 0, GEMM_BLAS = 1 };
+
+typedef struct {
+    train_options common;
+    int gemm;                   /* --gemm own|blas */
+} serial_options;
+
+static void usage(void) {
+    printf("Usage: serial/serial [options]\n"
+           "Trains an MLP on MNIST-style IDX data on one core (the reference trainer).\n\n");
+    options_usage_common();
+    printf("Serial:\n"
+           "  --gemm own|blas       matrix products: own AVX-512 kernel or single-threaded\n"
+           "                        OpenBLAS cblas_sgemm%s [own]\n",
+#ifdef HAVE_CBLAS
+           ""
+#else
+           " (not built in: OpenBLAS was missing)"
+#endif
+    );
+}
+
+static void parse_options(serial_options *o, int argc, char **argv) {
+    options_defaults(&o->common);
+    o->gemm = GEMM_OWN;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { usage(); exit(0); }
+        if (!strcmp(argv[i], "--gemm")) {
+            const char *v = options_value(PROGRAM, argc, argv, &i);
+            if (!strcmp(v, "own")) o->gemm = GEMM_OWN;
+            else if (!strcmp(v, "blas")) o->gemm = GEMM_BLAS;
+            else options_die(PROGRAM, "--gemm: unknown kernel '%s' (own, blas)", v);
+#ifndef HAVE_CBLAS
+            if (o->gemm == GEMM_BLAS) options_die(PROGRAM, "--gemm blas: this build has no OpenBLAS (install libopenblas-dev and run make)");
+#endif
+            continue;
+        }
+        if (options_parse_common(&o->common, PROGRAM, argc, argv, &i)) continue;
+        options_die(PROGRAM, "unknown option '%s'", argv[i]);
+    }
+}
+
+// ----------------------------------------------------------------------------
+// matrix products: C[M x N] (=|+=) alpha * op(A) . B, then an epilogue
+//
+// op(A)[i][k] = A[i * a_row + k * a_col]: a row-major A is (a_row = lda, a_col = 1);
+// the transpose of a row-major K x M matrix is (a_row = 1, a_col = lda). B is row-major
+// K x N with leading dimension ldb. The epilogue, applied while C is in registers:
+//   accumulate  C = C + alpha * acc (one fused multiply-add; the SGD update), else
+//               C = alpha * acc
+//   bias        + bias[j]                          (forward)
+//   act         relu / leaky-relu of the result    (forward)
+//   deriv       times act'(H[i][j]) where H has C's shape and ldc (backward)
+
+enum { ACT_NONE = -1 };
+
+typedef struct {
+    float alpha;
+    int accumulate;
+    const float *bias;
+    int act;                    /* ACT_NONE, ACT_RELU, ACT_LEAKY_RELU (sigmoid: separate pass) */
+    const float *deriv;         /* activations whose derivative multiplies the result */
+    int deriv_act;
+} epilogue;
+
+static const epilogue EPI_PLAIN = { 1.0f, 0, NULL, ACT_NONE, NULL, ACT_NONE };
+
+/* The scalar definition of the epilogue; the AVX-512 path computes the same values. */
+static inline float epilogue_one(const epilogue *e, float acc, float c_old, int j, float h) {
+    float v = e->accumulate ? fmaf(e->alpha, acc, c_old) : e->alpha * acc;
+    if (e->bias) v += e->bias[j];
+    if (e->act == ACT_RELU) v = v > 0.0f ? v : 0.0f;
+    else if (e->act == ACT_LEAKY_RELU) v = v > 0.0f ? v : LEAKY_RELU_SLOPE * v;
+    if (e->deriv) {
+        if (e->deriv_act == ACT_RELU) v = h > 0.0f ? v : 0.0f;
+        else if (e->deriv_act == ACT_LEAKY_RELU) v = h > 0.0f ? v : LEAKY_RELU_SLOPE * v;
+        else if (e->deriv_act == ACT_SIGMOID) v = v * (h * (1.0f - h));
+    }
+    return v;
+}
+
+#if defined(__AVX512F__)
+#define MR 8    /* rows of C per micro-tile: 8 x 2 zmm accumulators = 16 registers */
+#define NR 32   /* columns per micro-tile: two 16-float vectors */
+
+static inline __m512 epilogue_vec(const epilogue *e, __m512 acc, const float *c, const float *bias,
+                                  const float *h, __mmask16 m) {
+    __m512 v;
+    if (e->accumulate) v = _mm512_fmadd_ps(_mm512_set1_ps(e->alpha), acc, _mm512_maskz_loadu_ps(m, c));
+    else v = _mm512_mul_ps(_mm512_set1_ps(e->alpha), acc);
+    if (e->bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, bias));
+    if (e->act == ACT_RELU) v = _mm512_max_ps(v, _mm512_setzero_ps());
+    else if (e->act == ACT_LEAKY_RELU) {
+        __mmask16 pos = _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_GT_OQ);
+        v = _mm512_mask_blend_ps(pos, _mm512_mul_ps(v, _mm512_set1_ps(LEAKY_RELU_SLOPE)), v);
+    }
+    if (e->deriv) {
+        __m512 hv = _mm512_maskz_loadu_ps(m, h);
+        if (e->deriv_act == ACT_SIGMOID) {
+            v = _mm512_mul_ps(v, _mm512_mul_ps(hv, _mm512_sub_ps(_mm512_set1_ps(1.0f), hv)));
+        } else {
+            __mmask16 pos = _mm512_cmp_ps_mask(hv, _mm512_setzero_ps(), _CMP_GT_OQ);
+            __m512 neg = e->deriv_act == ACT_LEAKY_RELU ? _mm512_mul_ps(v, _mm512_set1_ps(LEAKY_RELU_SLOPE))
+                                                        : _mm512_setzero_ps();
+            v = _mm512_mask_blend_ps(pos, neg, v);
+        }
+    }
+    return v;
+}
+
+/* One mr x 32 tile of C over the whole K. mr is a compile-time constant at every call
+ * site, so the unused rows vanish. The accumulators are sixteen named variables, not
+ * an array: GCC keeps an array of vectors in memory and stores it on every k. */
+#define TILE_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
+static inline __attribute__((always_inline)) void
+micro_tile(const int mr, int K, const float *restrict A, long a_row, long a_col,
+           const float *restrict B, long ldb, float *restrict C, long ldc,
+           __mmask16 m0, __mmask16 m1, const epilogue *e, int j, long h_off) {
+#define DECLARE(r) __m512 c##r##0 = _mm512_setzero_ps(), c##r##1 = _mm512_setzero_ps();
+    TILE_ROWS(DECLARE)
+#undef DECLARE
+    for (int k = 0; k < K; k++) {
+        __m512 b0 = _mm512_maskz_loadu_ps(m0, B + (long)k * ldb);
+        __m512 b1 = _mm512_maskz_loadu_ps(m1, B + (long)k * ldb + 16);
+        const float *a = A + (long)k * a_col;
+#define FMA_ROW(r) if (mr > r) { __m512 av = _mm512_set1_ps(a[r * a_row]); \
+                                 c##r##0 = _mm512_fmadd_ps(av, b0, c##r##0); \
+                                 c##r##1 = _mm512_fmadd_ps(av, b1, c##r##1); }
+        TILE_ROWS(FMA_ROW)
+#undef FMA_ROW
+    }
+    const float *bias = e->bias ? e->bias + j : NULL;
+#define STORE_ROW(r) if (mr > r) { \
+        float *c = C + r * ldc; \
+        const float *h = e->deriv ? e->deriv + h_off + r * ldc : NULL; \
+        _mm512_mask_storeu_ps(c, m0, epilogue_vec(e, c##r##0, c, bias, h, m0)); \
+        if (m1) _mm512_mask_storeu_ps(c + 16, m1, epilogue_vec(e, c##r##1, c + 16, bias ? bias + 16 : NULL, \
+                                                               h ? h + 16 : NULL, m1)); }
+    TILE_ROWS(STORE_ROW)
+#undef STORE_ROW
+}
+
+static void matmul_own(int M, int N, int K, const float *A, long a_row, long a_col,
+                       const float *B, long ldb, float *C, long ldc, const epilogue *e) {
+    for (int i = 0; i < M; i += MR) {
+        int mr = M - i < MR ? M - i : MR;
+        const float *Ai = A + (long)i * a_row;
+        for (int j = 0; j < N; j += NR) {
+            int nc = N - j < NR ? N - j : NR;
+            __mmask16 m0 = (__mmask16)(nc >= 16 ? 0xFFFF : (1u << nc) - 1);
+            __mmask16 m1 = (__mmask16)(nc >= 32 ? 0xFFFF : nc > 16 ? (1u << (nc - 16)) - 1 : 0);
+            float *Cij = C + (long)i * ldc + j;
+            long h_off = (long)i * ldc + j;
+            switch (mr) {
+            case 8: micro_tile(8, K, Ai, a_row, a_col, B + j, ldb, Cij, ldc, m0, m1, e, j, h_off); break;
+            case 7: micro_tile(7, K, Ai, a_row, a_col, B + j, ldb, Cij, ldc, m0, m1, e, j, h_off); break;
+            case 6: micro_tile(6, K, Ai, a_row, a_col, B + j, ldb, Cij, ldc, m0, m1, e, j, h_off); break;
+            case 5: micro_tile(5, K, Ai, a_row, a_col, B + j, ldb, Cij, ldc, m0, m1, e, j, h_off); break;
+            case 4: micro_tile(4, K, Ai, a_row, a_col, B + j, ldb, Cij, ldc, m0, m1, e, j, h_off); break;
+            case 3: micro_tile(3, K, Ai, a_row, a_col, B + j, ldb, Cij, ldc, m0, m1, e, j, h_off); break;
+            case 2: micro_tile(2, K, Ai, a_row, a_col, B + j, ldb, Cij, ldc, m0, m1, e, j, h_off); break;
+            default: micro_tile(1, K, Ai, a_row, a_col, B + j, ldb, Cij, ldc, m0, m1, e, j, h_off); break;
+            }
+        }
+    }
+}
+#else
+/* Portable path: the same tiling with plain loops the compiler vectorizes along j. */
+#define MR 4
+#define NR 32
+static void matmul_own(int M, int N, int K, const float *A, long a_row, long a_col,
+                       const float *B, long ldb, float *C, long ldc, const epilogue *e) {
+    for (int i = 0; i < M; i += MR) {
+        int mr = M - i < MR ? M - i : MR;
+        for (int j = 0; j < N; j += NR) {
+            int nc = N - j < NR ? N - j : NR;
+            float acc[MR][NR];
+            memset(acc, 0, sizeof acc);
+            for (int k = 0; k < K; k++) {
+                const float *restrict b = B + (long)k * ldb + j;
+                for (int r = 0; r < mr; r++) {
+                    float a = A[(long)(i + r) * a_row + (long)k * a_col];
+                    for (int c = 0; c < nc; c++) acc[r][c] = fmaf(a, b[c], acc[r][c]);
+                }
+            }
+            for (int r = 0; r < mr; r++)
+                for (int c = 0; c < nc; c++) {
+                    long at = (long)(i + r) * ldc + j + c;
+                    C[at] = epilogue_one(e, acc[r][c], C[at], j + c, e->deriv ? e->deriv[at] : 0.0f);
+                }
+        }
+    }
+}
+#endif
+
+#ifdef HAVE_CBLAS
+/* The library ceiling: single-threaded cblas_sgemm, then the epilogue as a second pass. */
+static void matmul_blas(int M, int N, int K, const float *A, long a_row, long a_col,
+                        const float *B, long ldb, float *C, long ldc, const epilogue *e) {
+    int trans_a = a_row == 1 && a_col != 1;
+    enum CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans;
+    long lda = trans_a ? a_col : a_row;
+    if (e->accumulate && !e->bias && e->act == ACT_NONE && !e->deriv) {
+        cblas_sgemm(CblasRowMajor, ta, CblasNoTrans, M, N, K, e->alpha, A, (int)lda, B, (int)ldb, 1.0f, C, (int)ldc);
+        return;
+    }
+    if (e->accumulate) { fprintf(stderr, PROGRAM ": internal error: unsupported BLAS epilogue\n"); exit(1); }
+    cblas_sgemm(CblasRowMajor, ta, CblasNoTrans, M, N, K, e->alpha, A, (int)lda, B, (int)ldb, 0.0f, C, (int)ldc);
+    if (!e->bias && e->act == ACT_NONE && !e->deriv) return;
+    epilogue rest = *e;
+    rest.alpha = 1.0f;
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            long at = (long)i * ldc + j;
+            C[at] = epilogue_one(&rest, C[at], 0.0f, j, e->deriv ? e->deriv[at] : 0.0f);
+        }
+}
+#endif
+
+static int gemm_kind = GEMM_OWN;
+
+static void matmul(int M, int N, int K, const float *A, long a_row, long a_col,
+                   const float *B, long ldb, float *C, long ldc, const epilogue *e) {
+#ifdef HAVE_CBLAS
+    if (gemm_kind == GEMM_BLAS) { matmul_blas(M, N, K, A, a_row, a_col, B, ldb, C, ldc, e); return; }
+#endif
+    matmul_own(M, N, K, A, a_row, a_col, B, ldb, C, ldc, e);
+}
+
+/* dst[cols x rows] = src[rows x cols]^T */
+static void transpose(const float *restrict src, int rows, int cols, float *restrict dst) {
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < cols; j++) dst[(long)j * rows + i] = src[(long)i * cols + j];
+}
+
+// ----------------------------------------------------------------------------
+// model: one contiguous parameter buffer with per-layer views
+//
+// Layer l (1..L) maps size[l-1] inputs to size[l] outputs: W[l] is size[l-1] x size[l]
+// row-major (so the forward product is act[l-1] . W[l]), b[l] has size[l] entries.
+
+typedef struct {
+    int n_layers;                 /* L: hidden layers + output layer */
+    int size[MAX_LAYERS + 1];     /* size[0] = inputs, size[L] = 10 classes */
+    int activation;               /* of the hidden layers */
+    long n_params;
+    float *params;                /* all W and b, layer by layer: W1 b1 W2 b2 ... */
+    float *W[MAX_LAYERS + 1], *b[MAX_LAYERS + 1];
+    /* work buffers, sized for max_rows samples */
+    int max_rows;
+    float *act[MAX_LAYERS + 1];   /* act[0] = input batch, act[L] = logits, then dZ of the output */
+    float *delta[MAX_LAYERS + 1]; /* dL/dZ of hidden layer l */
+    float *wt;                    /* transposed weights for the backward product */
+    float *db;                    /* bias gradient of one layer */
+} mlp;
+
+static int mlp_init(mlp *m, int inputs, const train_options *o, int max_rows) {
+    memset(m, 0, sizeof *m);
+    m->n_layers = o->n_hidden + 1;
+    m->size[0] = inputs;
+    for (int l = 1; l <= o->n_hidden; l++) m->size[l] = o->hidden[l - 1];
+    m->size[m->n_layers] = IDX_CLASSES;
+    m->activation = o->activation;
+    m->max_rows = max_rows;
+    long widest = 0;
+    int widest_layer = 0;
+    for (int l = 1; l <= m->n_layers; l++) {
+        if (m->size[l] > widest_layer) widest_layer = m->size[l];
+        m->n_params += (long)m->size[l - 1] * m->size[l] + m->size[l];
+        long w = (long)m->size[l - 1] * m->size[l];
+        if (w > widest) widest = w;
+    }
+    m->params = malloc((size_t)m->n_params * sizeof(float));
+    m->wt = malloc((size_t)widest * sizeof(float));
+    m->db = malloc(sizeof(float) * (size_t)widest_layer);
+    if (!m->params || !m->wt || !m->db) return -1;
+    float *p = m->params;
+    for (int l = 1; l <= m->n_layers; l++) {
+        m->W[l] = p; p += (long)m->size[l - 1] * m->size[l];
+        m->b[l] = p; p += m->size[l];
+        prng_init_dense(m->W[l], m->size[l - 1], m->size[l], l, l == m->n_layers, o->seed);
+        memset(m->b[l], 0, sizeof(float) * (size_t)m->size[l]);
+    }
+    for (int l = 0; l <= m->n_layers; l++) {
+        m->act[l] = malloc(sizeof(float) * (size_t)max_rows * (size_t)m->size[l]);
+        m->delta[l] = malloc(sizeof(float) * (size_t)max_rows * (size_t)m->size[l]);
+        if (!m->act[l] || !m->delta[l]) return -1;
+    }
+    return 0;
+}
+
+static void mlp_free(mlp *m) {
+    free(m->params); free(m->wt); free(m->db);
+    for (int l = 0; l <= m->n_layers; l++) { free(m->act[l]); free(m->delta[l]); }
+}
+
+/* model FLOP per training sample: forward 2*in*out per layer, weight gradients the
+ * same, input gradients for every layer but the first (elementwise work not counted) */
+static double mlp_flops_per_sample(const mlp *m) {
+    double f = 0;
+    for (int l = 1; l <= m->n_layers; l++) {
+        double io = (double)m->size[l - 1] * m->size[l];
+        f += 4 * io + (l > 1 ? 2 * io : 0);
+    }
+    return f;
+}
+
+// ----------------------------------------------------------------------------
+// forward
+
+static void sigmoid_inplace(float *x, long n) {
+    for (long i = 0; i < n; i++) x[i] = 1.0f / (1.0f + expf(-x[i]));
+}
+
+/* act[l] = activation(act[l-1] . W[l] + b[l]); the last layer leaves logits. */
+static void dense_forward(mlp *m, int l, int rows) {
+    int in = m->size[l - 1], out = m->size[l];
+    int hidden = l < m->n_layers;
+    epilogue e = EPI_PLAIN;
+    e.bias = m->b[l];
+    if (hidden && m->activation != ACT_SIGMOID) e.act = m->activation;
+    matmul(rows, out, in, m->act[l - 1], in, 1, m->W[l], out, m->act[l], out, &e);
+    if (hidden && m->activation == ACT_SIGMOID) sigmoid_inplace(m->act[l], (long)rows * out);
+}
+
+static void mlp_forward(mlp *m, int rows) {
+    for (int l = 1; l <= m->n_layers; l++) dense_forward(m, l, rows);
+}
+
+/* Softmax + cross-entropy on the logits in place: leaves dL/dlogits = p - onehot
+ * (per sample, not yet divided by the batch size). Returns the summed loss (double)
+ * and counts correct argmax predictions. */
+static double softmax_xent(float *restrict z, const unsigned char *restrict y, int rows, int classes,
+                           long *correct) {
+    double loss = 0.0;
+    for (int i = 0; i < rows; i++) {
+        float *zi = z + (long)i * classes;
+        int best = 0;
+        float mx = zi[0];
+        for (int c = 1; c < classes; c++) if (zi[c] > mx) { mx = zi[c]; best = c; }
+        float zy = zi[y[i]] - mx;
+        float sum = 0.0f;
+        for (int c = 0; c < classes; c++) { zi[c] = expf(zi[c] - mx); sum += zi[c]; }
+        /* -log p_y = log(sum) - (z_y - max): finite even when p_y underflows */
+        loss += (double)logf(sum) - (double)zy;
+        float inv = 1.0f / sum;
+        for (int c = 0; c < classes; c++) zi[c] *= inv;
+        zi[y[i]] -= 1.0f;
+        *correct += best == y[i];
+    }
+    return loss;
+}
+
+// ----------------------------------------------------------------------------
+// backward + update (fused: the weight gradient product adds -lr/B * A^T dZ into W)
+
+/* Layer l with dZ (dL/d pre-activation) in dz: first the gradient for the layer below
+ * (needs the old W), then W and b updated in place. */
+static void dense_backward_update(mlp *m, int l, const float *dz, int rows, float scale) {
+    int in = m->size[l - 1], out = m->size[l];
+    if (l > 1) {
+        /* delta[l-1] = (dz . W^T) * act'(act[l-1]) */
+        transpose(m->W[l], in, out, m->wt);
+        epilogue e = EPI_PLAIN;
+        e.deriv = m->act[l - 1];
+        e.deriv_act = m->activation;
+        matmul(rows, in, out, dz, out, 1, m->wt, in, m->delta[l - 1], in, &e);
+    }
+    /* W += scale * act[l-1]^T . dz   (scale = -lr / rows) */
+    epilogue u = EPI_PLAIN;
+    u.alpha = scale;
+    u.accumulate = 1;
+    matmul(in, out, rows, m->act[l - 1], 1, in, dz, out, m->W[l], out, &u);
+    /* b += scale * column sums of dz */
+    float *restrict db = m->db;
+    for (int j = 0; j < out; j++) db[j] = 0.0f;
+    for (int i = 0; i < rows; i++) {
+        const float *restrict d = dz + (long)i * out;
+        for (int j = 0; j < out; j++) db[j] += d[j];
+    }
+    float *restrict b = m->b[l];
+    for (int j = 0; j < out; j++) b[j] = fmaf(scale, db[j], b[j]);
+}
+
+/* One SGD step on the rows already in act[0]; returns the summed loss. */
+static double train_step(mlp *m, const unsigned char *y, int rows, float lr, long *correct) {
+    int L = m->n_layers;
+    mlp_forward(m, rows);
+    double loss = softmax_xent(m->act[L], y, rows, m->size[L], correct);
+    float scale = -lr / (float)rows;
+    dense_backward_update(m, L, m->act[L], rows, scale);
+    for (int l = L - 1; l >= 1; l--) dense_backward_update(m, l, m->delta[l], rows, scale);
+    return loss;
+}
+
+// ----------------------------------------------------------------------------
+// data movement and evaluation
+
+static void gather_batch(const dataset *d, const uint32_t *idx, int rows, float *x, unsigned char *y) {
+    size_t bytes = sizeof(float) * (size_t)d->features;
+    for (int r = 0; r < rows; r++) {
+        memcpy(x + (size_t)r * d->features, d->x + (size_t)idx[r] * d->features, bytes);
+        y[r] = d->y[idx[r]];
+    }
+}
+
+static int argmax10(const float *z, int classes) {
+    int best = 0;
+    for (int c = 1; c < classes; c++) if (z[c] > z[best]) best = c;
+    return best;
+}
+
+/* Percent of test samples classified correctly; predictions optional. */
+static double evaluate(mlp *m, const dataset *d, unsigned char *predictions) {
+    int L = m->n_layers, classes = m->size[L];
+    long correct = 0;
+    for (long start = 0; start < d->n; start += m->max_rows) {
+        int rows = (int)(d->n - start < m->max_rows ? d->n - start : m->max_rows);
+        memcpy(m->act[0], d->x + (size_t)start * d->features, sizeof(float) * (size_t)rows * d->features);
+        mlp_forward(m, rows);
+        for (int i = 0; i < rows; i++) {
+            int p = argmax10(m->act[L] + (long)i * classes, classes);
+            correct += p == d->y[start + i];
+            if (predictions) predictions[start + i] = (unsigned char)p;
+        }
+    }
+    return 100.0 * (double)correct / (double)d->n;
+}
+
+static void print_predictions(const dataset *d, const unsigned char *pred, int k) {
+    static const char shades[] = " .:-=+*#%@";
+    int step = d->side > 28 ? d->side / 28 : 1;
+    for (int s = 0; s < k && s < d->n; s++) {
+        printf("test image %d: predicted %d, true %d%s\n", s, pred[s], d->y[s], pred[s] == d->y[s] ? "" : "  <-- wrong");
+        for (int r = 0; r < d->side; r += step) {
+            for (int c = 0; c < d->side; c += step) {
+                float v = d->x[(size_t)s * d->features + (size_t)r * d->side + c];
+                int q = (int)(v * 9.999f);
+                putchar(shades[q < 0 ? 0 : q > 9 ? 9 : q]);
+            }
+            putchar('\n');
+        }
+    }
+}
+
+// ----------------------------------------------------------------------------
+// main
+
+#ifndef TESTING
+int main(int argc, char **argv) {
+    serial_options so;
+    parse_options(&so, argc, argv);
+    train_options *o = &so.common;
+    gemm_kind = so.gemm;
+#ifdef HAVE_CBLAS
+    openblas_set_num_threads(1);
+#endif
+    char err[IDX_ERR_LEN];
+
+    /* data */
+    long train_avail, test_avail;
+    if (dataset_count(o->data_dir, "train", &train_avail, err, sizeof err) ||
+        dataset_count(o->data_dir, "t10k", &test_avail, err, sizeof err)) {
+        fprintf(stderr, PROGRAM ": %s\n", err);
+        return 2;
+    }
+    if (o->train_n > train_avail) options_die(PROGRAM, "--train %ld: %s holds only %ld training samples", o->train_n, o->data_dir, train_avail);
+    if (o->test_n > test_avail) options_die(PROGRAM, "--test %ld: %s holds only %ld test samples", o->test_n, o->data_dir, test_avail);
+    long train_n = o->train_n ? o->train_n : train_avail;
+    long test_n = o->test_n ? o->test_n : test_avail;
+    if (o->batch_full) o->batch = train_n;
+    if (o->batch > train_n) options_die(PROGRAM, "--batch %ld is larger than the %ld training samples", o->batch, train_n);
+    dataset train, test;
+    if (dataset_load(o->data_dir, "train", 0, train_n, o->image_size, &train, err, sizeof err) ||
+        dataset_load(o->data_dir, "t10k", 0, test_n, o->image_size, &test, err, sizeof err)) {
+        fprintf(stderr, PROGRAM ": %s\n", err);
+        return 2;
+    }
+
+    /* model */
+    mlp m;
+    int max_rows = (int)(o->batch > EVAL_BATCH ? o->batch : EVAL_BATCH);
+    uint32_t *order = malloc(sizeof(uint32_t) * (size_t)train_n);
+    unsigned char *batch_y = malloc((size_t)max_rows);
+    unsigned char *pred = malloc((size_t)test_n);
+    double *loss_curve = malloc(sizeof(double) * (size_t)o->epochs);
+    double *acc_curve = malloc(sizeof(double) * (size_t)o->epochs);
+    double *epoch_sec = malloc(sizeof(double) * (size_t)o->epochs);
+    if (mlp_init(&m, train.features, o, max_rows) || !order || !batch_y || !pred || !loss_curve || !acc_curve || !epoch_sec) {
+        fprintf(stderr, PROGRAM ": out of memory\n");
+        return 1;
+    }
+    char hidden[128], dname[256];
+    options_hidden_string(o, hidden, sizeof hidden);
+    options_dataset_name(o, dname, sizeof dname);
+    const char *variant = so.gemm == GEMM_BLAS ? "blas" : "own-gemm";
+    double flops_epoch = mlp_flops_per_sample(&m) * (double)train_n;
+    printf("serial: %s MLP %d", options_activation_name(o->activation), m.size[0]);
+    for (int l = 1; l <= m.n_layers; l++) printf("-%d", m.size[l]);
+    printf(" (%ld parameters), %s: %ld train / %ld test, %dx%d, batch %ld, lr %g, seed %llu, gemm %s\n",
+           m.n_params, o->data_dir, train_n, test_n, train.side, train.side, o->batch, o->lr,
+           (unsigned long long)o->seed, variant);
+
+    /* training */
+    double t_start = timer_now();
+    for (int epoch = 1; epoch <= o->epochs; epoch++) {
+        prng_permutation(order, (uint32_t)train_n, o->seed, (uint64_t)epoch);
+        double t0 = timer_now(), loss_sum = 0.0;
+        long correct = 0;
+        for (long start = 0; start < train_n; start += o->batch) {
+            int rows = (int)(train_n - start < o->batch ? train_n - start : o->batch);
+            gather_batch(&train, order + start, rows, m.act[0], batch_y);
+            loss_sum += train_step(&m, batch_y, rows, (float)o->lr, &correct);
+        }
+        epoch_sec[epoch - 1] = timer_now() - t0;
+        loss_curve[epoch - 1] = loss_sum / (double)train_n;
+        acc_curve[epoch - 1] = evaluate(&m, &test, pred);
+        if (!isfinite(loss_curve[epoch - 1])) {
+            fprintf(stderr, PROGRAM ": training diverged at epoch %d (loss %g); lower --lr\n", epoch, loss_curve[epoch - 1]);
+            return 1;
+        }
+        if (!o->quiet)
+            printf("epoch %d/%d  loss %.6f  train_acc %.2f%%  test_acc %.2f%%  time %.3f s  %.1fk samples/s\n",
+                   epoch, o->epochs, loss_curve[epoch - 1], 100.0 * (double)correct / (double)train_n,
+                   acc_curve[epoch - 1], epoch_sec[epoch - 1], (double)train_n / epoch_sec[epoch - 1] / 1e3);
+        fflush(stdout);
+    }
+    double total = timer_now() - t_start;
+
+    /* results */
+    double median = o->epochs > 1 ? results_median(epoch_sec + 1, o->epochs - 1) : epoch_sec[0];
+    result_row row = {
+        .program = PROGRAM, .variant = variant, .ranks = 1, .threads = 1,
+        .omp_wait_policy = getenv("OMP_WAIT_POLICY") ? getenv("OMP_WAIT_POLICY") : "",
+        .dataset = dname, .image_size = train.side, .train_n = train_n, .test_n = test_n,
+        .hidden = hidden, .activation = options_activation_name(o->activation), .batch = o->batch,
+        .epochs = o->epochs, .lr = o->lr, .seed = o->seed, .epoch_seconds_median = median,
+        .total_seconds = total, .samples_per_second = (double)train_n / median,
+        .gflops = flops_epoch / median / 1e9, .final_train_loss = loss_curve[o->epochs - 1],
+        .test_accuracy = acc_curve[o->epochs - 1], .train_loss_curve = loss_curve,
+        .test_acc_curve = acc_curve, .epoch_seconds = epoch_sec, .n_curve = o->epochs,
+    };
+    if (o->predict) print_predictions(&test, pred, o->predict);
+    if (results_append(o->csv, &row, err, sizeof err)) {
+        fprintf(stderr, PROGRAM ": %s\n", err);
+        return 1;
+    }
+    printf("serial: %s | %d epochs | epoch median %.3f s | %.1fk samples/s | %.1f GFLOP/s | loss %.4f | test acc %.2f%% | csv %s\n",
+           variant, o->epochs, median, row.samples_per_second / 1e3, row.gflops, row.final_train_loss,
+           row.test_accuracy, strcmp(o->csv, "none") ? o->csv : "(none)");
+
+    mlp_free(&m);
+    dataset_free(&train); dataset_free(&test);
+    free(order); free(batch_y); free(pred); free(loss_curve); free(acc_curve); free(epoch_sec);
+    return 0;
+}
+#endif

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# tests/run.sh — runs every partrain test and prints the verdict line.
+#
+# Each test (a C program in tests/bin/ or a tests/test_*.sh script) prints one line per
+# check: "PASS name", "FAIL name: detail" or "SKIP name: reason". This script counts
+# them, reports a test that died without saying FAIL as a failure, and ends with
+#   N passed, N failed[, N skipped]
+# exiting non-zero if anything failed. Run from the repository root (make test does).
+set -u
+cd "$(dirname "$0")/.."
+
+tests=(tests/bin/test_serial tests/bin/test_loader tests/bin/test_results tests/test_cli.sh tests/test_e2e.sh)
+[ $# -gt 0 ] && tests=("$@")
+
+passed=0 failed=0 skipped=0
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+for t in "${tests[@]}"; do
+  echo "== $t"
+  if [ ! -x "$t" ]; then
+    echo "FAIL $t: not built or not executable"
+    failed=$((failed + 1))
+    continue
+  fi
+  start=$(date +%s)
+  "$t" >"$log" 2>&1
+  rc=$?
+  grep -E '^(PASS|FAIL|SKIP) ' "$log" | sed 's/^/  /'
+  p=$(grep -c '^PASS ' "$log"); f=$(grep -c '^FAIL ' "$log"); s=$(grep -c '^SKIP ' "$log")
+  if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+    echo "  FAIL $t: exited with status $rc without reporting a failure; its output:"
+    tail -n 20 "$log" | sed 's/^/    /'
+    f=1
+  elif [ "$f" -gt 0 ]; then
+    # show what the failing program printed besides its check lines (sanitizer reports, ...)
+    grep -vE '^(PASS|SKIP) ' "$log" | grep -vE '^FAIL ' | tail -n 20 | sed 's/^/    | /'
+  fi
+  passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + s))
+  echo "  ($(( $(date +%s) - start )) s)"
+done
+
+line="$passed passed, $failed failed"
+[ "$skipped" -gt 0 ] && line="$line, $skipped skipped"
+echo "$line"
+[ "$failed" -eq 0 ]
