@@ -74,7 +74,9 @@ static long read_bytes(idx_file *f, void *buf, long len, char *err, size_t errle
         if (got == 0) {
             int code;
             const char *msg = gzerror(f->gz, &code);
-            if (code != Z_OK && code != Z_BUF_ERROR)
+            if (code == Z_BUF_ERROR)   /* input ended inside the gzip stream */
+                return fail(err, errlen, "%s: truncated gzip stream: %s", f->path, msg);
+            if (code != Z_OK)
                 return fail(err, errlen, "%s: corrupt gzip stream: %s", f->path, msg);
             break;
         }
@@ -250,10 +252,10 @@ int dataset_load(const char *dir, const char *prefix, long first, long count, in
     int rc = -1;
     unsigned char *raw = NULL, *labels = NULL;
 
-    if (count < 0) count = img.count - first;
+    if (count < 0) count = (first >= 0 && first < img.count) ? img.count - first : 0;
     if (first < 0 || count <= 0 || first > img.count - count) {
-        fail(err, errlen, "%s: slice [%ld, %ld) is outside the %ld samples the file holds", img.path,
-             first, first + (count > 0 ? count : 0), img.count);
+        fail(err, errlen, "%s: slice first=%ld count=%ld is outside the %ld samples the file holds", img.path,
+             first, count, img.count);
         goto done;
     }
     if (side <= 0) {
@@ -264,10 +266,10 @@ int dataset_load(const char *dir, const char *prefix, long first, long count, in
         side = (int)img.rows;
     }
     if (side > IDX_MAX_SIDE) {
-        fail(err, errlen, "image size %d is larger than %d", side, IDX_MAX_SIDE);
+        fail(err, errlen, "%s: image size %d is larger than %d", img.path, side, IDX_MAX_SIDE);
         goto done;
     }
-    if (img.rows != img.cols && side != img.rows) {
+    if (img.rows != img.cols) {
         fail(err, errlen, "%s: images are %ldx%ld; only square images can be resampled", img.path, img.rows, img.cols);
         goto done;
     }

@@ -23,8 +23,14 @@ esac
 missing_of() {
   local p out=()
   for p in "$@"; do
-    # gnuplot: any flavour with a PNG terminal will do
-    if [ "$p" = gnuplot-nox ] && command -v gnuplot >/dev/null 2>&1; then continue; fi
+    # a working command is enough, whichever package brought it (NodeSource's nodejs
+    # bundles npm and conflicts with Debian's npm; any gnuplot with PNG output will do)
+    case $p in
+      gcc|make|hyperfine) command -v "$p" >/dev/null 2>&1 && continue ;;
+      nodejs) command -v node >/dev/null 2>&1 && continue ;;
+      npm) command -v npm >/dev/null 2>&1 && continue ;;
+      gnuplot-nox) command -v gnuplot >/dev/null 2>&1 && continue ;;
+    esac
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || out+=("$p")
   done
   echo "${out[@]:-}"
