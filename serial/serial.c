@@ -5,9 +5,9 @@
  * cross-entropy) trained with plain mini-batch SGD. Every speedup in the suite is
  * measured against this program, so it is written to be fast on one core:
  *   - a mini-batch is a matrix (batch x features) and every layer is a matrix product;
- *   - the products run in one register-blocked kernel (8 rows x 32 columns of
- *     accumulators in AVX-512 registers: broadcast one A value, two vector loads of B
- *     per k), with a portable C path when AVX-512 is absent;
+ *   - the products run in one register-blocked kernel (6 rows x 64 columns of
+ *     accumulators in 24 AVX-512 registers: broadcast one A value, four vector loads
+ *     of B per k), with a portable C path when AVX-512 is absent;
  *   - bias + activation are fused into the forward product's epilogue, the activation
  *     derivative into the backward product's, and the SGD update into the weight-
  *     gradient product (W += -lr/B * A^T dZ): no gradient buffer, no extra pass.
@@ -101,6 +101,8 @@ static void parse_options(serial_options *o, int argc, char **argv) {
 //   bias        + bias[j]                          (forward)
 //   act         relu / leaky-relu of the result    (forward)
 //   deriv       times act'(H[i][j]) where H has C's shape and ldc (backward)
+// Three combinations are used and supported: accumulate alone (update), bias and/or
+// act (forward), deriv alone (backward).
 
 enum { ACT_NONE = -1 };
 
@@ -130,89 +132,113 @@ static inline float epilogue_one(const epilogue *e, float acc, float c_old, int 
 }
 
 #if defined(__AVX512F__)
-#define MR 8    /* rows of C per micro-tile: 8 x 2 zmm accumulators = 16 registers */
-#define NR 32   /* columns per micro-tile: two 16-float vectors */
+#define MR 6    /* rows of C per micro-tile */
+#define NR 64   /* columns per micro-tile: four 16-float vectors; 6 x 4 = 24 zmm accumulators */
 
-static inline __m512 epilogue_vec(const epilogue *e, __m512 acc, const float *c, const float *bias,
-                                  const float *h, __mmask16 m) {
-    __m512 v;
-    if (e->accumulate) v = _mm512_fmadd_ps(_mm512_set1_ps(e->alpha), acc, _mm512_maskz_loadu_ps(m, c));
-    else v = _mm512_mul_ps(_mm512_set1_ps(e->alpha), acc);
-    if (e->bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, bias));
-    if (e->act == ACT_RELU) v = _mm512_max_ps(v, _mm512_setzero_ps());
-    else if (e->act == ACT_LEAKY_RELU) {
-        __mmask16 pos = _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_GT_OQ);
-        v = _mm512_mask_blend_ps(pos, _mm512_mul_ps(v, _mm512_set1_ps(LEAKY_RELU_SLOPE)), v);
-    }
-    if (e->deriv) {
-        __m512 hv = _mm512_maskz_loadu_ps(m, h);
-        if (e->deriv_act == ACT_SIGMOID) {
-            v = _mm512_mul_ps(v, _mm512_mul_ps(hv, _mm512_sub_ps(_mm512_set1_ps(1.0f), hv)));
-        } else {
-            __mmask16 pos = _mm512_cmp_ps_mask(hv, _mm512_setzero_ps(), _CMP_GT_OQ);
-            __m512 neg = e->deriv_act == ACT_LEAKY_RELU ? _mm512_mul_ps(v, _mm512_set1_ps(LEAKY_RELU_SLOPE))
-                                                        : _mm512_setzero_ps();
-            v = _mm512_mask_blend_ps(pos, neg, v);
+/* What the epilogue does, as a compile-time constant inside the kernel (a runtime
+ * test per stored vector costs a third of the time of a K = 64 product). */
+enum { EPI_FORWARD, EPI_BACKWARD, EPI_UPDATE };
+
+static inline __attribute__((always_inline)) __m512
+epilogue_vec(const int kind, const epilogue *e, __m512 acc, const float *c, const float *bias,
+             const float *h, __mmask16 m) {
+    if (kind == EPI_UPDATE)                 /* C + alpha * acc, one rounding */
+        return _mm512_fmadd_ps(_mm512_set1_ps(e->alpha), acc, _mm512_maskz_loadu_ps(m, c));
+    __m512 v = _mm512_mul_ps(_mm512_set1_ps(e->alpha), acc);
+    if (kind == EPI_FORWARD) {
+        if (bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, bias));
+        if (e->act == ACT_RELU) v = _mm512_max_ps(v, _mm512_setzero_ps());
+        else if (e->act == ACT_LEAKY_RELU) {
+            __mmask16 pos = _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_GT_OQ);
+            v = _mm512_mask_blend_ps(pos, _mm512_mul_ps(v, _mm512_set1_ps(LEAKY_RELU_SLOPE)), v);
         }
+        return v;
     }
-    return v;
+    __m512 hv = _mm512_maskz_loadu_ps(m, h);   /* EPI_BACKWARD: times act'(h) */
+    if (e->deriv_act == ACT_SIGMOID)
+        return _mm512_mul_ps(v, _mm512_mul_ps(hv, _mm512_sub_ps(_mm512_set1_ps(1.0f), hv)));
+    __mmask16 pos = _mm512_cmp_ps_mask(hv, _mm512_setzero_ps(), _CMP_GT_OQ);
+    __m512 neg = e->deriv_act == ACT_LEAKY_RELU ? _mm512_mul_ps(v, _mm512_set1_ps(LEAKY_RELU_SLOPE))
+                                                : _mm512_setzero_ps();
+    return _mm512_mask_blend_ps(pos, neg, v);
 }
 
-/* One mr x 32 tile of C over the whole K. mr is a compile-time constant at every call
- * site, so the unused rows vanish. The accumulators are sixteen named variables, not
- * an array: GCC keeps an array of vectors in memory and stores it on every k. */
-#define TILE_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
+/* One mr x (16 nv) tile of C over the whole K: per k, nv vector loads of B, mr broadcasts
+ * of A, mr * nv fused multiply-adds (24 FMAs for 10 loads in the full 6 x 64 tile, so
+ * the FMA units, not the load ports, set the pace). mr and nv are compile-time
+ * constants at every call site, so unused rows and vectors vanish. The accumulators
+ * are named variables, not an array: GCC keeps an array of vectors in memory and
+ * stores it on every k. Only the last vector of a row may be partial (mask mlast). */
+#define TILE_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
 static inline __attribute__((always_inline)) void
-micro_tile(const int mr, int K, const float *restrict A, long a_row, long a_col,
-           const float *restrict B, long ldb, float *restrict C, long ldc,
-           __mmask16 m0, __mmask16 m1, const epilogue *e, int j, long h_off) {
-#define DECLARE(r) __m512 c##r##0 = _mm512_setzero_ps(), c##r##1 = _mm512_setzero_ps();
+micro_tile(const int kind, const int mr, const int nv, int K, const float *restrict A, long a_row, long a_col,
+           const float *restrict B, long ldb, float *restrict C, long ldc, __mmask16 mlast,
+           const epilogue *e, int j, long h_off) {
+#define DECLARE(r) __m512 c##r##_0 = _mm512_setzero_ps(), c##r##_1 = c##r##_0, c##r##_2 = c##r##_0, c##r##_3 = c##r##_0;
     TILE_ROWS(DECLARE)
 #undef DECLARE
+#define LOAD_B(v) (nv > v ? (nv - 1 == v ? _mm512_maskz_loadu_ps(mlast, bk + 16 * v) : _mm512_loadu_ps(bk + 16 * v)) \
+                          : _mm512_setzero_ps())
     for (int k = 0; k < K; k++) {
-        __m512 b0 = _mm512_maskz_loadu_ps(m0, B + (long)k * ldb);
-        __m512 b1 = _mm512_maskz_loadu_ps(m1, B + (long)k * ldb + 16);
+        const float *bk = B + (long)k * ldb;
+        __m512 b0 = LOAD_B(0), b1 = LOAD_B(1), b2 = LOAD_B(2), b3 = LOAD_B(3);
         const float *a = A + (long)k * a_col;
 #define FMA_ROW(r) if (mr > r) { __m512 av = _mm512_set1_ps(a[r * a_row]); \
-                                 c##r##0 = _mm512_fmadd_ps(av, b0, c##r##0); \
-                                 c##r##1 = _mm512_fmadd_ps(av, b1, c##r##1); }
+                                 c##r##_0 = _mm512_fmadd_ps(av, b0, c##r##_0); \
+                                 if (nv > 1) c##r##_1 = _mm512_fmadd_ps(av, b1, c##r##_1); \
+                                 if (nv > 2) c##r##_2 = _mm512_fmadd_ps(av, b2, c##r##_2); \
+                                 if (nv > 3) c##r##_3 = _mm512_fmadd_ps(av, b3, c##r##_3); }
         TILE_ROWS(FMA_ROW)
 #undef FMA_ROW
     }
-    const float *bias = e->bias ? e->bias + j : NULL;
-#define STORE_ROW(r) if (mr > r) { \
-        float *c = C + r * ldc; \
-        const float *h = e->deriv ? e->deriv + h_off + r * ldc : NULL; \
-        _mm512_mask_storeu_ps(c, m0, epilogue_vec(e, c##r##0, c, bias, h, m0)); \
-        if (m1) _mm512_mask_storeu_ps(c + 16, m1, epilogue_vec(e, c##r##1, c + 16, bias ? bias + 16 : NULL, \
-                                                               h ? h + 16 : NULL, m1)); }
+#undef LOAD_B
+#define STORE_VEC(r, v) if (nv > v) { \
+        __mmask16 m = nv - 1 == v ? mlast : (__mmask16)0xFFFF; \
+        float *c = C + r * ldc + 16 * v; \
+        const float *bias = kind == EPI_FORWARD && e->bias ? e->bias + j + 16 * v : NULL; \
+        const float *h = kind == EPI_BACKWARD ? e->deriv + h_off + r * ldc + 16 * v : NULL; \
+        _mm512_mask_storeu_ps(c, m, epilogue_vec(kind, e, c##r##_##v, c, bias, h, m)); }
+#define STORE_ROW(r) if (mr > r) { STORE_VEC(r, 0) STORE_VEC(r, 1) STORE_VEC(r, 2) STORE_VEC(r, 3) }
     TILE_ROWS(STORE_ROW)
 #undef STORE_ROW
+#undef STORE_VEC
 }
 
-static void matmul_own(int M, int N, int K, const float *A, long a_row, long a_col,
-                       const float *B, long ldb, float *C, long ldc, const epilogue *e) {
+#define TILE_CASE_NV(MRV) switch (nv) { \
+    case 4: micro_tile(kind, MRV, 4, K, Ai, a_row, a_col, B + j, ldb, Cij, ldc, mlast, e, j, h_off); break; \
+    case 3: micro_tile(kind, MRV, 3, K, Ai, a_row, a_col, B + j, ldb, Cij, ldc, mlast, e, j, h_off); break; \
+    case 2: micro_tile(kind, MRV, 2, K, Ai, a_row, a_col, B + j, ldb, Cij, ldc, mlast, e, j, h_off); break; \
+    default: micro_tile(kind, MRV, 1, K, Ai, a_row, a_col, B + j, ldb, Cij, ldc, mlast, e, j, h_off); break; }
+
+static inline __attribute__((always_inline)) void
+matmul_tiles(const int kind, int M, int N, int K, const float *A, long a_row, long a_col,
+             const float *B, long ldb, float *C, long ldc, const epilogue *e) {
     for (int i = 0; i < M; i += MR) {
         int mr = M - i < MR ? M - i : MR;
         const float *Ai = A + (long)i * a_row;
         for (int j = 0; j < N; j += NR) {
             int nc = N - j < NR ? N - j : NR;
-            __mmask16 m0 = (__mmask16)(nc >= 16 ? 0xFFFF : (1u << nc) - 1);
-            __mmask16 m1 = (__mmask16)(nc >= 32 ? 0xFFFF : nc > 16 ? (1u << (nc - 16)) - 1 : 0);
+            int nv = (nc + 15) / 16;
+            int tail = nc - 16 * (nv - 1);                       /* 1..16 columns */
+            __mmask16 mlast = (__mmask16)(tail == 16 ? 0xFFFF : (1u << tail) - 1);
             float *Cij = C + (long)i * ldc + j;
             long h_off = (long)i * ldc + j;
             switch (mr) {
-            case 8: micro_tile(8, K, Ai, a_row, a_col, B + j, ldb, Cij, ldc, m0, m1, e, j, h_off); break;
-            case 7: micro_tile(7, K, Ai, a_row, a_col, B + j, ldb, Cij, ldc, m0, m1, e, j, h_off); break;
-            case 6: micro_tile(6, K, Ai, a_row, a_col, B + j, ldb, Cij, ldc, m0, m1, e, j, h_off); break;
-            case 5: micro_tile(5, K, Ai, a_row, a_col, B + j, ldb, Cij, ldc, m0, m1, e, j, h_off); break;
-            case 4: micro_tile(4, K, Ai, a_row, a_col, B + j, ldb, Cij, ldc, m0, m1, e, j, h_off); break;
-            case 3: micro_tile(3, K, Ai, a_row, a_col, B + j, ldb, Cij, ldc, m0, m1, e, j, h_off); break;
-            case 2: micro_tile(2, K, Ai, a_row, a_col, B + j, ldb, Cij, ldc, m0, m1, e, j, h_off); break;
-            default: micro_tile(1, K, Ai, a_row, a_col, B + j, ldb, Cij, ldc, m0, m1, e, j, h_off); break;
+            case 6: TILE_CASE_NV(6) break;
+            case 5: TILE_CASE_NV(5) break;
+            case 4: TILE_CASE_NV(4) break;
+            case 3: TILE_CASE_NV(3) break;
+            case 2: TILE_CASE_NV(2) break;
+            default: TILE_CASE_NV(1) break;
             }
         }
     }
+}
+static void matmul_own(int M, int N, int K, const float *A, long a_row, long a_col,
+                       const float *B, long ldb, float *C, long ldc, const epilogue *e) {
+    if (e->accumulate) matmul_tiles(EPI_UPDATE, M, N, K, A, a_row, a_col, B, ldb, C, ldc, e);
+    else if (e->deriv) matmul_tiles(EPI_BACKWARD, M, N, K, A, a_row, a_col, B, ldb, C, ldc, e);
+    else matmul_tiles(EPI_FORWARD, M, N, K, A, a_row, a_col, B, ldb, C, ldc, e);
 }
 #else
 /* Portable path: the same tiling with plain loops the compiler vectorizes along j. */
@@ -277,10 +303,17 @@ static void matmul(int M, int N, int K, const float *A, long a_row, long a_col,
     matmul_own(M, N, K, A, a_row, a_col, B, ldb, C, ldc, e);
 }
 
-/* dst[cols x rows] = src[rows x cols]^T */
+/* dst[cols x rows] = src[rows x cols]^T, in 16 x 16 blocks so that both the reads and
+ * the strided writes stay within a few cache lines (a plain loop spends more time here
+ * than the backward product it prepares). */
 static void transpose(const float *restrict src, int rows, int cols, float *restrict dst) {
-    for (int i = 0; i < rows; i++)
-        for (int j = 0; j < cols; j++) dst[(long)j * rows + i] = src[(long)i * cols + j];
+    enum { BLOCK = 16 };
+    for (int i0 = 0; i0 < rows; i0 += BLOCK)
+        for (int j0 = 0; j0 < cols; j0 += BLOCK) {
+            int i1 = i0 + BLOCK < rows ? i0 + BLOCK : rows, j1 = j0 + BLOCK < cols ? j0 + BLOCK : cols;
+            for (int j = j0; j < j1; j++)
+                for (int i = i0; i < i1; i++) dst[(long)j * rows + i] = src[(long)i * cols + j];
+        }
 }
 
 // ----------------------------------------------------------------------------
@@ -293,7 +326,8 @@ typedef struct {
     int n_layers;                 /* L: hidden layers + output layer */
     int size[MAX_LAYERS + 1];     /* size[0] = inputs, size[L] = 10 classes */
     int activation;               /* of the hidden layers */
-    long n_params;
+    long n_params;                /* trainable parameters */
+    long params_alloc;            /* floats in params, with padding that aligns each view */
     float *params;                /* all W and b, layer by layer: W1 b1 W2 b2 ... */
     float *W[MAX_LAYERS + 1], *b[MAX_LAYERS + 1];
     /* work buffers, sized for max_rows samples */
@@ -303,6 +337,14 @@ typedef struct {
     float *wt;                    /* transposed weights for the backward product */
     float *db;                    /* bias gradient of one layer */
 } mlp;
+
+/* Every buffer starts on a 64-byte boundary: a misaligned 64-byte vector load spans
+ * two cache lines, which costs a quarter of the kernel's speed. */
+static float *alloc_floats(long n) {
+    size_t bytes = ((size_t)n * sizeof(float) + 63) / 64 * 64;
+    return aligned_alloc(64, bytes ? bytes : 64);
+}
+#define PAD16(n) (((n) + 15L) / 16 * 16)   /* floats: keep each view 64-byte aligned */
 
 static int mlp_init(mlp *m, int inputs, const train_options *o, int max_rows) {
     memset(m, 0, sizeof *m);
@@ -317,23 +359,25 @@ static int mlp_init(mlp *m, int inputs, const train_options *o, int max_rows) {
     for (int l = 1; l <= m->n_layers; l++) {
         if (m->size[l] > widest_layer) widest_layer = m->size[l];
         m->n_params += (long)m->size[l - 1] * m->size[l] + m->size[l];
+        m->params_alloc += PAD16((long)m->size[l - 1] * m->size[l]) + PAD16(m->size[l]);
         long w = (long)m->size[l - 1] * m->size[l];
         if (w > widest) widest = w;
     }
-    m->params = malloc((size_t)m->n_params * sizeof(float));
-    m->wt = malloc((size_t)widest * sizeof(float));
-    m->db = malloc(sizeof(float) * (size_t)widest_layer);
+    m->params = alloc_floats(m->params_alloc);
+    m->wt = alloc_floats(widest);
+    m->db = alloc_floats(widest_layer);
     if (!m->params || !m->wt || !m->db) return -1;
+    memset(m->params, 0, sizeof(float) * (size_t)m->params_alloc);   /* padding stays zero */
     float *p = m->params;
     for (int l = 1; l <= m->n_layers; l++) {
-        m->W[l] = p; p += (long)m->size[l - 1] * m->size[l];
-        m->b[l] = p; p += m->size[l];
+        m->W[l] = p; p += PAD16((long)m->size[l - 1] * m->size[l]);
+        m->b[l] = p; p += PAD16(m->size[l]);
         prng_init_dense(m->W[l], m->size[l - 1], m->size[l], l, l == m->n_layers, o->seed);
         memset(m->b[l], 0, sizeof(float) * (size_t)m->size[l]);
     }
     for (int l = 0; l <= m->n_layers; l++) {
-        m->act[l] = malloc(sizeof(float) * (size_t)max_rows * (size_t)m->size[l]);
-        m->delta[l] = malloc(sizeof(float) * (size_t)max_rows * (size_t)m->size[l]);
+        m->act[l] = alloc_floats((long)max_rows * m->size[l]);
+        m->delta[l] = alloc_floats((long)max_rows * m->size[l]);
         if (!m->act[l] || !m->delta[l]) return -1;
     }
     return 0;

@@ -173,16 +173,16 @@ static void test_gradient_check(void) {
         unsigned char y[4] = {3, 0, 9, 3};
         fill(x, 24, 11);
         for (int i = 0; i < 24; i++) x[i] = 0.5f * (x[i] + 1.0f);   /* pixels in [0,1] */
-        for (long p = 0; p < m.n_params; p++) m.params[p] *= 1.5f;   /* livelier gradients */
+        for (long p = 0; p < m.params_alloc; p++) m.params[p] *= 1.5f;   /* livelier gradients */
         m.b[1][0] = 0.1f; m.b[2][1] = -0.05f;
         /* analytic gradient: one SGD step with lr = 1 on a copy, g = old - new */
-        memcpy(g.params, m.params, sizeof(float) * m.n_params);
+        memcpy(g.params, m.params, sizeof(float) * m.params_alloc);
         memcpy(g.act[0], x, sizeof x);
         long c = 0;
         train_step(&g, y, rows, 1.0f, &c);
         int bad = 0, nonzero = 0;
         double worst = 0;
-        for (long p = 0; p < m.n_params; p++) {
+        for (long p = 0; p < m.params_alloc; p++) {   /* padding: gradient 0 both ways */
             double analytic = (double)m.params[p] - (double)g.params[p];
             float keep = m.params[p];
             double eps = act == ACT_SIGMOID ? 1e-2 : 1e-3;
