@@ -44,7 +44,7 @@ SERIAL_LIBS = $(if $(HAVE_BLAS),-lopenblas)
 # exist yet is reported as skipped, never faked.
 PROGRAMS = serial/serial openmp/openmp mpi/mpi mpi/pipeline hybrid/hybrid cuda/cuda cnn/cnn
 
-.PHONY: all test data plots clean check-zlib report
+.PHONY: all test data plots clean report
 all: report
 
 report: $(if $(HAVE_ZLIB),serial/serial)
@@ -54,10 +54,8 @@ report: $(if $(HAVE_ZLIB),serial/serial)
 	  [ -f $$p.c ] || [ -f $$p.cu ] || echo "  ✗ $$p skipped: not implemented yet (no $$p.c)"; done
 	@echo "  toolchains: OpenMP $(if $(HAVE_OMP),✓,✗)  MPI ($(MPICC)) $(if $(HAVE_MPI),✓,✗)  nvcc $(if $(HAVE_NVCC),✓ $(NVCC),✗)"
 
-check-zlib:
+serial/serial: serial/serial.c $(COMMON_SRC) $(COMMON_HDR)
 	@$(if $(HAVE_ZLIB),true,echo "zlib headers missing: apt-get install zlib1g-dev" >&2; false)
-
-serial/serial: serial/serial.c $(COMMON_SRC) $(COMMON_HDR) | check-zlib
 	$(CC) $(STD) $(CFLAGS) $(WARN) $(CPPFLAGS) $(SERIAL_DEFS) serial/serial.c $(COMMON_SRC) -o $@ $(SERIAL_LIBS) $(LDLIBS)
 
 serial: serial/serial
