@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 mode=${1:-test}
-required=(gcc make libc6-dev zlib1g-dev nodejs npm dataset-fashion-mnist)
+required=(gcc g++ make libc6-dev zlib1g-dev nodejs npm dataset-fashion-mnist)
 optional=(libopenblas-dev openmpi-bin libopenmpi-dev)
 case "$mode" in
   test) ;;
@@ -26,7 +26,7 @@ missing_of() {
     # a working command is enough, whichever package brought it (NodeSource's nodejs
     # bundles npm and conflicts with Debian's npm; any gnuplot with PNG output will do)
     case $p in
-      gcc|make|hyperfine) command -v "$p" >/dev/null 2>&1 && continue ;;
+      gcc|g++|make|hyperfine) command -v "$p" >/dev/null 2>&1 && continue ;;
       nodejs) command -v node >/dev/null 2>&1 && continue ;;
       npm) command -v npm >/dev/null 2>&1 && continue ;;
       gnuplot-nox) command -v gnuplot >/dev/null 2>&1 && continue ;;
