@@ -1,0 +1,214 @@
+#!/usr/bin/env bash
+# bench/openmp-bench.sh — openmp/openmp's three --accum modes against serial and PyTorch.
+#
+# One invocation measures side by side, on Fashion-MNIST (all 60k, the default MLP):
+#   serial/serial                       pinned to core 0 (taskset -c 0), one thread
+#   openmp/openmp --accum critical|reduction|loop --threads T   for each T in --threads
+#   bench/torch_mlp.py --threads T      for each T, with OMP/OPENBLAS/MKL_NUM_THREADS=T
+# for each mini-batch size in --batches. A run with T threads is confined to cores
+# 0..T-1 (taskset), so T = 1 is pinned like serial. OMP_WAIT_POLICY is left unset (the
+# runtime's default: spin a while, then sleep) while T <= cores, and set to passive
+# above that; the CSV column omp_wait_policy records which. OPENBLAS_CORETYPE and
+# OPENBLAS_L2_SIZE are removed from the environment (OpenBLAS picks its own kernels).
+# Every run is wrapped in `flock /tmp/partrain-bench.lock` so no two benchmark runs of
+# the suite overlap, and the whole set is repeated R times, interleaved (serial,
+# openmp..., torch..., serial, ...), so slow drifts of a shared machine hit every
+# program alike. Other work on the machine hurts threaded runs far more than pinned
+# single-thread ones (a thread that loses its core stalls every barrier of its team),
+# so each run is checked: the CPU time the machine spent outside the run (/proc/stat
+# minus the run's own CPU time) must stay below --max-other cores on average, else the
+# run is repeated (up to --tries times, after waiting up to 30 s for 2 idle seconds),
+# and a run that never got a quiet machine is kept but flagged "disturbed" in its line.
+# Accepted rows are appended to the CSV; then per batch size a table of the
+# median over the R runs of each run's epoch_seconds_median (itself the median of
+# epochs 2..E), the median sync_seconds (per epoch, summed over threads: time in the
+# critical section for critical, waiting at barriers for reduction and loop), the
+# speedup vs serial, and how many times faster than PyTorch's best thread count; and
+# verdict lines for the targets (best mode at T = 2: >= 1.6x serial at batch 64,
+# >= 1.85x at batch 512; >= 2.5x faster than PyTorch's best).
+#
+# Usage: bench/openmp-bench.sh [--epochs E] [--runs R] [--batches B,B] [--threads T,T]
+#                              [--csv FILE] [--data DIR] [--train N] [--no-torch] [--quick]
+#                              [--tries N] [--max-other C]
+#   --epochs E     epochs per run (default 4: the median is over epochs 2..4)
+#   --runs R       repetitions of the whole set (default 3)
+#   --batches L    mini-batch sizes (default 64,512)
+#   --threads L    thread counts for openmp and PyTorch (default 1,2)
+#   --csv FILE     where the rows go (default results/bench-openmp.csv)
+#   --data DIR     data set (default data/fashion)
+#   --train N      use the first N training samples (default all)
+#   --no-torch     leave PyTorch out
+#   --tries N      attempts per run when other load disturbed it (default 3; 1: no check)
+#   --max-other C  other processes' load tolerated during a run, in cores (default 0.05)
+#   --quick        smoke test: --train 6400 --epochs 2 --runs 1 --tries 1
+# Exit status: 0; 1 when a run fails; 2 on a usage error or a missing prerequisite.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+PY=/usr/bin/python3          # Debian's interpreter: the one that sees python3-torch
+epochs=4 runs=3 batches=64,512 threads=1,2 csv=results/bench-openmp.csv data=data/fashion train=0 torch=1
+tries=3 max_other=0.05
+variants=(critical reduction loop)
+
+usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
+die() { echo "openmp-bench: $*" >&2; exit 2; }
+need_value() { [ $# -ge 2 ] && [ -n "$2" ] || die "$1 needs a value"; }
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --epochs)  need_value "$@"; epochs=$2; shift 2 ;;
+    --runs)    need_value "$@"; runs=$2; shift 2 ;;
+    --batches) need_value "$@"; batches=$2; shift 2 ;;
+    --threads) need_value "$@"; threads=$2; shift 2 ;;
+    --csv)     need_value "$@"; csv=$2; shift 2 ;;
+    --data)    need_value "$@"; data=$2; shift 2 ;;
+    --train)   need_value "$@"; train=$2; shift 2 ;;
+    --no-torch) torch=0; shift ;;
+    --tries)   need_value "$@"; tries=$2; shift 2 ;;
+    --max-other) need_value "$@"; max_other=$2; shift 2 ;;
+    --quick)   train=6400 epochs=2 runs=1 tries=1; shift ;;
+    -h|--help) usage; exit 0 ;;
+    *) die "unknown argument '$1' (see --help)" ;;
+  esac
+done
+[[ $max_other =~ ^[0-9]*\.?[0-9]+$ ]] || die "--max-other: not a number: '$max_other'"
+for v in epochs runs train tries; do
+  [[ ${!v} =~ ^[0-9]+$ ]] || die "--$v: not a non-negative integer: '${!v}'"
+done
+[ "$epochs" -ge 1 ] && [ "$runs" -ge 1 ] && [ "$tries" -ge 1 ] || die "--epochs, --runs and --tries must be >= 1"
+[[ $batches =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || die "--batches: expected a list like 64,512: '$batches'"
+[[ $threads =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || die "--threads: expected a list like 1,2: '$threads'"
+[ "$csv" != none ] || die "--csv none: the table is built from the CSV; give a file"
+IFS=, read -r -a batch_list <<<"$batches"
+IFS=, read -r -a thread_list <<<"$threads"
+
+# prerequisites
+command -v taskset >/dev/null || die "taskset missing (apt-get install util-linux)"
+command -v flock >/dev/null || die "flock missing (apt-get install util-linux)"
+[ -x serial/serial ] || die "serial/serial is not built (run: make serial)"
+[ -x openmp/openmp ] || die "openmp/openmp is not built (run: make openmp; needs a compiler with -fopenmp)"
+[ -d "$data" ] || die "$data missing (run: scripts/get-data.sh)"
+torch_version=none
+if [ $torch = 1 ]; then
+  torch_version=$("$PY" -c 'import torch; print(torch.__version__)' 2>/dev/null) ||
+    die "$PY cannot import torch (apt-get install python3-torch, or --no-torch)"
+fi
+cores=$(nproc)
+mkdir -p "$(dirname "$csv")"
+
+# env + taskset for a run with T threads: cores 0..T-1 (all cores when T > cores)
+launch() {
+  local T=$1 cpus policy=()
+  if [ "$T" -le "$cores" ]; then cpus="0-$((T - 1))"; else cpus="0-$((cores - 1))"; policy=(OMP_WAIT_POLICY=passive); fi
+  echo env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE -u OMP_WAIT_POLICY "${policy[@]}" \
+    OMP_NUM_THREADS="$T" OPENBLAS_NUM_THREADS="$T" MKL_NUM_THREADS="$T" taskset -c "$cpus"
+}
+
+common=(--data "$data" --epochs "$epochs" --quiet)
+[ "$train" -eq 0 ] || common+=(--train "$train")
+since=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+per_set=$(( 1 + ${#variants[@]} * ${#thread_list[@]} + torch * ${#thread_list[@]} ))
+total=$(( runs * ${#batch_list[@]} * per_set ))
+echo "openmp-bench: $data${train:+ (train $train)}, batches ${batches}, threads ${threads}, $epochs epochs x $runs runs," \
+     "$cores cores, torch $torch_version; rows -> $csv"
+# load accounting: busy and total jiffies of all CPUs; CPU seconds of this shell's children
+cpu_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9 }' /proc/stat; }
+children_cpu() {   # `times` must run in this shell, not in a $(...) subshell
+  times >"$tmp/times"
+  tail -n 1 "$tmp/times" | awk '{ s = 0; for (i = 1; i <= 2; i++) { split($i, a, "m"); s += a[1] * 60 + a[2] } print s }'
+}
+hz=$(getconf CLK_TCK)
+wait_idle() {   # up to 30 s for 2 s in which the CPUs were >= 97% idle
+  local end=$((SECONDS + 30)) b0 t0 b1 t1
+  while [ $SECONDS -lt $end ]; do
+    read -r b0 t0 < <(cpu_ticks); sleep 2; read -r b1 t1 < <(cpu_ticks)
+    [ $(( 100 * (b1 - b0) )) -le $(( 3 * (t1 - t0) )) ] && return 0
+  done
+}
+tmp=$(mktemp -d /tmp/openmp-bench-XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+k=0
+run_one() {   # label, T, command... (writing its CSV row to $tmp/row.csv): one run under the lock
+  local label=$1 T=$2; shift 2
+  k=$((k + 1))
+  local out attempt other flag="" b0 t0 b1 t1 c0 c1 w0
+  for attempt in $(seq 1 "$tries"); do
+    [ "$tries" -eq 1 ] || wait_idle
+    rm -f "$tmp/row.csv"
+    read -r b0 t0 < <(cpu_ticks); children_cpu >"$tmp/c0"; w0=$(date +%s.%N)
+    # shellcheck disable=SC2046
+    if ! out=$(flock /tmp/partrain-bench.lock $(launch "$T") "$@" --csv "$tmp/row.csv" 2>&1); then
+      printf '%s\n' "$out" >&2
+      echo "openmp-bench: run $k/$total ($label) failed" >&2
+      exit 1
+    fi
+    read -r b1 t1 < <(cpu_ticks); children_cpu >"$tmp/c1"; c0=$(cat "$tmp/c0"); c1=$(cat "$tmp/c1")
+    # other load, in cores: CPU time not ours over the wall time of the attempt
+    other=$(awk -v b="$((b1 - b0))" -v hz="$hz" -v c="$(awk -v a="$c0" -v z="$c1" 'BEGIN { print z - a }')" \
+                -v w="$(awk -v a="$w0" -v z="$(date +%s.%N)" 'BEGIN { print z - a }')" \
+                'BEGIN { o = (b / hz - c) / w; printf "%.3f", o < 0 ? 0 : o }')
+    [ "$tries" -gt 1 ] && awk -v o="$other" -v m="$max_other" 'BEGIN { exit !(o > m) }' || { flag=""; break; }
+    flag=" [disturbed: other load $other cores]"
+  done
+  [ -s "$csv" ] || head -n 1 "$tmp/row.csv" >"$csv"
+  tail -n +2 "$tmp/row.csv" >>"$csv"
+  printf '[%d/%d] %-22s %s  [other load %s%s]%s\n' "$k" "$total" "$label" \
+    "$(printf '%s\n' "$out" | tail -n 1 | sed 's/ | csv .*//' | cut -c1-130)" "$other" \
+    "$([ "$attempt" -gt 1 ] && echo ", attempt $attempt")" "$flag"
+}
+for r in $(seq 1 "$runs"); do
+  for b in "${batch_list[@]}"; do
+    run_one "serial b$b" 1 serial/serial --batch "$b" "${common[@]}"
+    for T in "${thread_list[@]}"; do
+      for v in "${variants[@]}"; do
+        run_one "openmp $v T$T b$b" "$T" openmp/openmp --accum "$v" --threads "$T" --batch "$b" "${common[@]}"
+      done
+    done
+    if [ $torch = 1 ]; then
+      for T in "${thread_list[@]}"; do
+        run_one "pytorch T$T b$b" "$T" "$PY" bench/torch_mlp.py --threads "$T" --batch "$b" "${common[@]}"
+      done
+    fi
+  done
+done
+
+echo
+"$PY" - "$csv" "$since" "$epochs" "$train" <<'PY'
+import csv, statistics, sys
+path, since, epochs, train = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+rows = [r for r in csv.DictReader(open(path, newline=""))
+        if r["timestamp"] >= since and r["epochs"] == epochs and (train == 0 or r["train_n"] == str(train))]
+groups = {}
+for r in rows:
+    key = (int(r["batch"]), r["program"], r["variant"], int(r["threads"]))
+    groups.setdefault(key, []).append(r)
+med = lambda rs, c: statistics.median(float(r[c]) for r in rs)
+TARGET = {64: 1.6, 512: 1.85}
+print(f"median over runs of each run's median epoch time (epochs 2..{epochs}); sync = per-epoch median,")
+print("summed over threads (critical: inside the critical construct incl. waiting to enter; others: barrier waits)")
+for b in sorted({k[0] for k in groups}):
+    g = {k: v for k, v in groups.items() if k[0] == b}
+    serial = [v for k, v in g.items() if k[1] == "serial"]
+    torch = {k[3]: med(v, "epoch_seconds_median") for k, v in g.items() if k[1] == "pytorch"}
+    s_med = med(serial[0], "epoch_seconds_median") if serial else None
+    t_best = min(torch.values()) if torch else None
+    t_best_T = min(torch, key=torch.get) if torch else None
+    print(f"\nbatch {b}" + (f" (PyTorch's best: {t_best:.3f} s with {t_best_T} thread(s))" if torch else ""))
+    hdr = f"{'program':8s} {'variant':22s} {'T':>2s} {'runs':>4s} {'epoch s':>8s} {'sync s':>7s} {'policy':>8s} {'vs serial':>9s} {'vs torch':>8s}"
+    print(hdr); print("-" * len(hdr))
+    best = None
+    for k in sorted(g, key=lambda k: (k[1] != "serial", k[1] == "pytorch", k[3], k[2])):
+        rs = g[k]; e = med(rs, "epoch_seconds_median"); sy = med(rs, "sync_seconds")
+        pol = rs[-1]["omp_wait_policy"] or "unset"
+        sp = f"{s_med / e:.2f}x" if s_med else "-"
+        vt = f"{t_best / e:.2f}x" if t_best else "-"
+        print(f"{k[1]:8s} {k[2][:22]:22s} {k[3]:2d} {len(rs):4d} {e:8.3f} {sy:7.3f} {pol:>8s} {sp:>9s} {vt:>8s}")
+        if k[1] == "openmp" and k[3] == 2 and (best is None or e < best[1]):
+            best = (k[2], e)
+    if best and s_med:
+        sp = s_med / best[1]
+        tgt = TARGET.get(b)
+        line = f"best mode at T=2, batch {b}: {best[0]}, {sp:.2f}x serial"
+        if tgt: line += f" (target >= {tgt}: {'met' if sp >= tgt else 'NOT met'})"
+        if t_best: line += f"; {t_best / best[1]:.2f}x faster than PyTorch's best (target >= 2.5: {'met' if t_best / best[1] >= 2.5 else 'NOT met'})"
+        print(line)
+PY

@@ -1,0 +1,1017 @@
+/*
+ * openmp/openmp.c — shared-memory trainer: T OpenMP threads share every mini-batch SGD
+ * step, in one of three ways (--accum), so their costs can be compared side by side.
+ *
+ * Strategy: serial/serial.c's MLP, maths and kernels (copied, kept identical), with the
+ * same update W = fmaf(-lr/B, g, W) where g is summed over the whole global mini-batch
+ * of B rows, whatever the number of threads T. The three ways:
+ *   critical   data parallelism as in seed report 001's listing 1: thread t takes a
+ *              contiguous slice of the batch's rows (sizes differ by at most one), runs
+ *              forward and backward on its own activations into its own gradient buffer,
+ *              then adds the whole buffer into one global gradient inside
+ *              `#pragma omp critical`. After a barrier each thread applies the update to
+ *              its own slice of the parameters (and zeroes that slice of the sum).
+ *   reduction  the same without a lock (that report's proposed fix, seed 002's pattern):
+ *              after a barrier thread t sums its slice of the parameters over the
+ *              buffers of threads 0, 1, ..., T-1 in that order and updates the slice.
+ *              The order is fixed, so results are bit-identical from run to run.
+ *   loop       seed report 000's approach: one copy of the model and of the activations,
+ *              every loop of the step split over the threads. Layer 1's forward product
+ *              and every weight update are shared out tile by tile by column panels of W
+ *              (`omp for collapse(2)` over panels x row blocks, static schedule, so a
+ *              thread keeps the same part of W in its cache from step to step); layers
+ *              2..L forward, the softmax and the input gradients by rows, each thread its
+ *              rows straight through the layers (row-wise work needs no barrier between
+ *              layers). Each element of a product is still computed by one thread in
+ *              serial's order, so the weights stay bit-identical to serial's for any T;
+ *              the threads exchange only activations (0.3 MB per step at batch 64),
+ *              never gradients (0.94 MB per thread per step in the other two modes).
+ * Synchronisation per step, by every thread of the team: critical — one critical section
+ *   (each thread adds its 0.94 MB gradient) and 2 barriers; reduction — 2 barriers;
+ *   loop — 3 barriers. Parameter slices (critical, reduction): thread t owns a block of
+ *   rows of every W (and of columns of every b), rounded to 16 floats, and also writes
+ *   that block of the transposed copy of W used by the next backward pass.
+ *   The loss and accuracy are per-thread partial sums, combined in thread order at the end
+ *   of the epoch (a fixed-order reduction, so the printed loss is reproducible).
+ * Threads: one `omp parallel num_threads(T)` region per epoch and one per evaluation;
+ *   per-thread buffers are allocated once, 64-byte aligned. T = --threads, else
+ *   OMP_NUM_THREADS, else every core. More threads than cores need OMP_WAIT_POLICY=passive
+ *   (spinning threads steal the cores from the ones with work); a warning says so.
+ * sync_seconds (CSV): per-epoch median (epochs 2..E, like epoch_seconds_median) of the
+ *   time, summed over threads, spent in the critical construct including waiting to enter
+ *   it (critical), or waiting at barriers (reduction, loop).
+ *
+ * Compile: make openmp   (cc -std=c11 -O3 -march=native -fopenmp openmp/openmp.c common/... -lz -lm)
+ * Run:     openmp/openmp --threads 2 --accum loop --data data/fashion --epochs 5 --batch 64
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <omp.h>
+
+#include "idx.h"
+#include "options.h"
+#include "prng.h"
+#include "results.h"
+#include "timer.h"
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+#ifndef _OPENMP
+#error "openmp/openmp.c needs OpenMP: compile with -fopenmp"
+#endif
+
+#define PROGRAM "openmp"
+#define MAX_LAYERS (OPT_MAX_HIDDEN + 1)
+#define EVAL_BATCH 512          /* rows per forward pass when evaluating */
+#define MAX_THREADS 256
+
+// ----------------------------------------------------------------------------
+// options: the common flags (common/options.h) plus this trainer's own
+
+enum accum_kind { ACCUM_CRITICAL = 0, ACCUM_REDUCTION = 1, ACCUM_LOOP = 2 };
+static const char *const accum_names[] = { "critical", "reduction", "loop" };
+
+typedef struct {
+    train_options common;
+    int threads;                /* --threads T */
+    int accum;                  /* --accum critical|reduction|loop */
+} openmp_options;
+
+static void usage(void) {
+    printf("Usage: openmp/openmp [options]\n"
+           "Trains an MLP on MNIST-style IDX data with OpenMP threads sharing each mini-batch.\n\n");
+    options_usage_common();
+    printf("OpenMP:\n"
+           "  --threads T           threads [OMP_NUM_THREADS if set, else all cores: %d]\n"
+           "  --accum MODE          how the threads share a step [loop]:\n"
+           "                        critical  = batch slices, gradients summed in omp critical\n"
+           "                        reduction = batch slices, lock-free fixed-order sum per\n"
+           "                                    parameter slice\n"
+           "                        loop      = one model, every product split over the threads\n",
+           omp_get_num_procs());
+}
+
+static void parse_options(openmp_options *o, int argc, char **argv) {
+    options_defaults(&o->common);
+    o->threads = 0;
+    o->accum = ACCUM_LOOP;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { usage(); exit(0); }
+        if (!strcmp(argv[i], "--threads")) {
+            o->threads = (int)options_long(PROGRAM, "--threads", options_value(PROGRAM, argc, argv, &i), 1, MAX_THREADS);
+            continue;
+        }
+        if (!strcmp(argv[i], "--accum")) {
+            const char *v = options_value(PROGRAM, argc, argv, &i);
+            int k = -1;
+            for (int a = 0; a < 3; a++) if (!strcmp(v, accum_names[a])) k = a;
+            if (k < 0) options_die(PROGRAM, "--accum: unknown mode '%s' (critical, reduction, loop)", v);
+            o->accum = k;
+            continue;
+        }
+        if (options_parse_common(&o->common, PROGRAM, argc, argv, &i)) continue;
+        options_die(PROGRAM, "unknown option '%s'", argv[i]);
+    }
+    if (!o->threads) {
+        /* OMP_NUM_THREADS as the runtime parsed it (first level of a list), else every core */
+        o->threads = getenv("OMP_NUM_THREADS") ? omp_get_max_threads() : omp_get_num_procs();
+        if (o->threads > MAX_THREADS) o->threads = MAX_THREADS;
+    }
+}
+
+// ----------------------------------------------------------------------------
+// matrix products: C[M x N] (=|+=) alpha * op(A) . B, then an epilogue
+//
+// op(A)[i][k] = A[i * a_row + k * a_col]: a row-major A is (a_row = lda, a_col = 1);
+// the transpose of a row-major K x M matrix is (a_row = 1, a_col = lda). B is row-major
+// K x N with leading dimension ldb. The epilogue, applied while C is in registers:
+//   accumulate  C = C + alpha * acc (one fused multiply-add; the SGD update), else
+//               C = alpha * acc
+//   bias        + bias[j]                          (forward)
+//   act         relu / leaky-relu of the result    (forward)
+//   deriv       times act'(H[i][j]) where H has C's shape and ldc (backward)
+// Three combinations are used and supported: accumulate alone (update), bias and/or
+// act (forward), deriv alone (backward).
+//
+// matmul() runs all the tiles in the calling thread (critical/reduction: each thread on
+// its own rows). loop shares the tiles of a product out over the team with an orphaned
+// `omp for` (dense_forward_team, dense_update_team). A tile computes each of its
+// elements over the whole K in serial's order, so who computes a tile never changes the
+// result.
+
+enum { ACT_NONE = -1 };
+
+typedef struct {
+    float alpha;
+    int accumulate;
+    const float *bias;
+    int act;                    /* ACT_NONE, ACT_RELU, ACT_LEAKY_RELU (sigmoid: separate pass) */
+    const float *deriv;         /* activations whose derivative multiplies the result */
+    int deriv_act;
+} epilogue;
+
+static const epilogue EPI_PLAIN = { 1.0f, 0, NULL, ACT_NONE, NULL, ACT_NONE };
+
+/* The scalar definition of the epilogue; the AVX-512 path computes the same values. */
+static inline float epilogue_one(const epilogue *e, float acc, float c_old, int j, float h) {
+    float v = e->accumulate ? fmaf(e->alpha, acc, c_old) : e->alpha * acc;
+    if (e->bias) v += e->bias[j];
+    if (e->act == ACT_RELU) v = v > 0.0f ? v : 0.0f;
+    else if (e->act == ACT_LEAKY_RELU) v = v > 0.0f ? v : LEAKY_RELU_SLOPE * v;
+    if (e->deriv) {
+        if (e->deriv_act == ACT_RELU) v = h > 0.0f ? v : 0.0f;
+        else if (e->deriv_act == ACT_LEAKY_RELU) v = h > 0.0f ? v : LEAKY_RELU_SLOPE * v;
+        else if (e->deriv_act == ACT_SIGMOID) v = v * (h * (1.0f - h));
+    }
+    return v;
+}
+
+/* What the epilogue does, as a compile-time constant inside the kernel (a runtime
+ * test per stored vector costs a third of the time of a K = 64 product). EPI_STORE
+ * (C = alpha * acc, nothing else: a thread's plain gradient) is this trainer's
+ * addition: serial reaches it only through EPI_FORWARD's runtime tests. */
+enum { EPI_FORWARD, EPI_BACKWARD, EPI_UPDATE, EPI_STORE };
+
+#if defined(__AVX512F__)
+#define MR 6    /* rows of C per micro-tile */
+#define NR 64   /* columns per micro-tile: four 16-float vectors; 6 x 4 = 24 zmm accumulators */
+
+static inline __attribute__((always_inline)) __m512
+epilogue_vec(const int kind, const epilogue *e, __m512 acc, const float *c, const float *bias,
+             const float *h, __mmask16 m) {
+    if (kind == EPI_UPDATE)                 /* C + alpha * acc, one rounding */
+        return _mm512_fmadd_ps(_mm512_set1_ps(e->alpha), acc, _mm512_maskz_loadu_ps(m, c));
+    __m512 v = _mm512_mul_ps(_mm512_set1_ps(e->alpha), acc);
+    if (kind == EPI_STORE) return v;
+    if (kind == EPI_FORWARD) {
+        if (bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, bias));
+        if (e->act == ACT_RELU) v = _mm512_max_ps(v, _mm512_setzero_ps());
+        else if (e->act == ACT_LEAKY_RELU) {
+            __mmask16 pos = _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_GT_OQ);
+            v = _mm512_mask_blend_ps(pos, _mm512_mul_ps(v, _mm512_set1_ps(LEAKY_RELU_SLOPE)), v);
+        }
+        return v;
+    }
+    __m512 hv = _mm512_maskz_loadu_ps(m, h);   /* EPI_BACKWARD: times act'(h) */
+    if (e->deriv_act == ACT_SIGMOID)
+        return _mm512_mul_ps(v, _mm512_mul_ps(hv, _mm512_sub_ps(_mm512_set1_ps(1.0f), hv)));
+    __mmask16 pos = _mm512_cmp_ps_mask(hv, _mm512_setzero_ps(), _CMP_GT_OQ);
+    __m512 neg = e->deriv_act == ACT_LEAKY_RELU ? _mm512_mul_ps(v, _mm512_set1_ps(LEAKY_RELU_SLOPE))
+                                                : _mm512_setzero_ps();
+    return _mm512_mask_blend_ps(pos, neg, v);
+}
+
+/* One mr x (16 nv) tile of C over the whole K: per k, nv vector loads of B, mr broadcasts
+ * of A, mr * nv fused multiply-adds (24 FMAs for 10 loads in the full 6 x 64 tile, so
+ * the FMA units, not the load ports, set the pace). mr and nv are compile-time
+ * constants at every call site, so unused rows and vectors vanish. The accumulators
+ * are named variables, not an array: GCC keeps an array of vectors in memory and
+ * stores it on every k. Only the last vector of a row may be partial (mask mlast). */
+#define TILE_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
+static inline __attribute__((always_inline)) void
+micro_tile(const int kind, const int mr, const int nv, int K, const float *restrict A, long a_row, long a_col,
+           const float *restrict B, long ldb, float *restrict C, long ldc, __mmask16 mlast,
+           const epilogue *e, int j, long h_off) {
+#define DECLARE(r) __m512 c##r##_0 = _mm512_setzero_ps(), c##r##_1 = c##r##_0, c##r##_2 = c##r##_0, c##r##_3 = c##r##_0;
+    TILE_ROWS(DECLARE)
+#undef DECLARE
+#define LOAD_B(v) (nv > v ? (nv - 1 == v ? _mm512_maskz_loadu_ps(mlast, bk + 16 * v) : _mm512_loadu_ps(bk + 16 * v)) \
+                          : _mm512_setzero_ps())
+    for (int k = 0; k < K; k++) {
+        const float *bk = B + (long)k * ldb;
+        __m512 b0 = LOAD_B(0), b1 = LOAD_B(1), b2 = LOAD_B(2), b3 = LOAD_B(3);
+        const float *a = A + (long)k * a_col;
+#define FMA_ROW(r) if (mr > r) { __m512 av = _mm512_set1_ps(a[r * a_row]); \
+                                 c##r##_0 = _mm512_fmadd_ps(av, b0, c##r##_0); \
+                                 if (nv > 1) c##r##_1 = _mm512_fmadd_ps(av, b1, c##r##_1); \
+                                 if (nv > 2) c##r##_2 = _mm512_fmadd_ps(av, b2, c##r##_2); \
+                                 if (nv > 3) c##r##_3 = _mm512_fmadd_ps(av, b3, c##r##_3); }
+        TILE_ROWS(FMA_ROW)
+#undef FMA_ROW
+    }
+#undef LOAD_B
+#define STORE_VEC(r, v) if (nv > v) { \
+        __mmask16 m = nv - 1 == v ? mlast : (__mmask16)0xFFFF; \
+        float *c = C + r * ldc + 16 * v; \
+        const float *bias = kind == EPI_FORWARD && e->bias ? e->bias + j + 16 * v : NULL; \
+        const float *h = kind == EPI_BACKWARD ? e->deriv + h_off + r * ldc + 16 * v : NULL; \
+        _mm512_mask_storeu_ps(c, m, epilogue_vec(kind, e, c##r##_##v, c, bias, h, m)); }
+#define STORE_ROW(r) if (mr > r) { STORE_VEC(r, 0) STORE_VEC(r, 1) STORE_VEC(r, 2) STORE_VEC(r, 3) }
+    TILE_ROWS(STORE_ROW)
+#undef STORE_ROW
+#undef STORE_VEC
+}
+
+#define TILE_CASE_NV(MRV) switch (nv) { \
+    case 4: micro_tile(kind, MRV, 4, K, Ai, a_row, a_col, B + j, ldb, Cij, ldc, mlast, e, j, h_off); break; \
+    case 3: micro_tile(kind, MRV, 3, K, Ai, a_row, a_col, B + j, ldb, Cij, ldc, mlast, e, j, h_off); break; \
+    case 2: micro_tile(kind, MRV, 2, K, Ai, a_row, a_col, B + j, ldb, Cij, ldc, mlast, e, j, h_off); break; \
+    default: micro_tile(kind, MRV, 1, K, Ai, a_row, a_col, B + j, ldb, Cij, ldc, mlast, e, j, h_off); break; }
+
+/* The tile of C at row i, column j (at most MR x NR). */
+static inline __attribute__((always_inline)) void
+matmul_tile(const int kind, int i, int j, int M, int N, int K, const float *A, long a_row, long a_col,
+            const float *B, long ldb, float *C, long ldc, const epilogue *e) {
+    int mr = M - i < MR ? M - i : MR;
+    const float *Ai = A + (long)i * a_row;
+    int nc = N - j < NR ? N - j : NR;
+    int nv = (nc + 15) / 16;
+    int tail = nc - 16 * (nv - 1);                       /* 1..16 columns */
+    __mmask16 mlast = (__mmask16)(tail == 16 ? 0xFFFF : (1u << tail) - 1);
+    float *Cij = C + (long)i * ldc + j;
+    long h_off = (long)i * ldc + j;
+    switch (mr) {
+    case 6: TILE_CASE_NV(6) break;
+    case 5: TILE_CASE_NV(5) break;
+    case 4: TILE_CASE_NV(4) break;
+    case 3: TILE_CASE_NV(3) break;
+    case 2: TILE_CASE_NV(2) break;
+    default: TILE_CASE_NV(1) break;
+    }
+}
+#else
+/* Portable path: the same tiling with plain loops the compiler vectorizes along j. */
+#define MR 4
+#define NR 32
+static inline void
+matmul_tile(const int kind, int i, int j, int M, int N, int K, const float *A, long a_row, long a_col,
+            const float *B, long ldb, float *C, long ldc, const epilogue *e) {
+    (void)kind;
+    int mr = M - i < MR ? M - i : MR;
+    int nc = N - j < NR ? N - j : NR;
+    float acc[MR][NR];
+    memset(acc, 0, sizeof acc);
+    for (int k = 0; k < K; k++) {
+        const float *restrict b = B + (long)k * ldb + j;
+        for (int r = 0; r < mr; r++) {
+            float a = A[(long)(i + r) * a_row + (long)k * a_col];
+            for (int c = 0; c < nc; c++) acc[r][c] = fmaf(a, b[c], acc[r][c]);
+        }
+    }
+    for (int r = 0; r < mr; r++)
+        for (int c = 0; c < nc; c++) {
+            long at = (long)(i + r) * ldc + j + c;
+            C[at] = epilogue_one(e, acc[r][c], C[at], j + c, e->deriv ? e->deriv[at] : 0.0f);
+        }
+}
+#endif
+
+/* All tiles, in the calling thread (serial's order: row blocks, then column panels). */
+static inline __attribute__((always_inline)) void
+matmul_tiles(const int kind, int M, int N, int K, const float *A, long a_row, long a_col,
+             const float *B, long ldb, float *C, long ldc, const epilogue *e) {
+    for (int i = 0; i < M; i += MR)
+        for (int j = 0; j < N; j += NR) matmul_tile(kind, i, j, M, N, K, A, a_row, a_col, B, ldb, C, ldc, e);
+}
+
+static void matmul(int M, int N, int K, const float *A, long a_row, long a_col,
+                   const float *B, long ldb, float *C, long ldc, const epilogue *e) {
+    if (e->accumulate) matmul_tiles(EPI_UPDATE, M, N, K, A, a_row, a_col, B, ldb, C, ldc, e);
+    else if (e->deriv) matmul_tiles(EPI_BACKWARD, M, N, K, A, a_row, a_col, B, ldb, C, ldc, e);
+    else if (!e->bias && e->act == ACT_NONE) matmul_tiles(EPI_STORE, M, N, K, A, a_row, a_col, B, ldb, C, ldc, e);
+    else matmul_tiles(EPI_FORWARD, M, N, K, A, a_row, a_col, B, ldb, C, ldc, e);
+}
+
+/* dst[j * ld + i] = src[i * cols + j]: the transpose of a block of rows of src lands in
+ * the same block of columns of dst (ld = rows of the whole matrix). In 16 x 16 blocks so
+ * that both the reads and the strided writes stay within a few cache lines. */
+static void transpose(const float *restrict src, int rows, int cols, float *restrict dst, long ld) {
+    enum { BLOCK = 16 };
+    for (int i0 = 0; i0 < rows; i0 += BLOCK)
+        for (int j0 = 0; j0 < cols; j0 += BLOCK) {
+            int i1 = i0 + BLOCK < rows ? i0 + BLOCK : rows, j1 = j0 + BLOCK < cols ? j0 + BLOCK : cols;
+            for (int j = j0; j < j1; j++)
+                for (int i = i0; i < i1; i++) dst[(long)j * ld + i] = src[(long)i * cols + j];
+        }
+}
+
+/* W^T[c][r] = W[r][c] for the tile of W (in x out) at row i, column j: the thread that
+ * updated the tile refreshes its transpose too (loop). */
+static void transpose_tile(const float *restrict w, int in, int out, int i, int j, float *restrict wt) {
+    int i1 = i + MR < in ? i + MR : in, j1 = j + NR < out ? j + NR : out;
+    for (int c = j; c < j1; c++)
+        for (int r = i; r < i1; r++) wt[(long)c * in + r] = w[(long)r * out + c];
+}
+
+/* [*lo, *hi) = thread t's part of n items, in units of `unit` items (sizes differ by at
+ * most one unit; the last part takes the remainder). unit 1: batch rows; unit 16:
+ * parameter slices, so that two threads never write the same cache line. */
+static void split(long n, int t, int T, long unit, long *lo, long *hi) {
+    long units = (n + unit - 1) / unit, q = units / T, r = units % T;
+    long u0 = t * q + (t < r ? t : r), u1 = u0 + q + (t < r);
+    *lo = u0 * unit < n ? u0 * unit : n;
+    *hi = u1 * unit < n ? u1 * unit : n;
+}
+
+// ----------------------------------------------------------------------------
+// model: one contiguous parameter buffer with per-layer views
+//
+// Layer l (1..L) maps size[l-1] inputs to size[l] outputs: W[l] is size[l-1] x size[l]
+// row-major (so the forward product is act[l-1] . W[l]), b[l] has size[l] entries.
+// The activations live in `work` buffers: one per thread for critical/reduction (sized
+// for that thread's slice of a batch), one shared by the team for loop.
+
+typedef struct {
+    int n_layers;                 /* L: hidden layers + output layer */
+    int size[MAX_LAYERS + 1];     /* size[0] = inputs, size[L] = 10 classes */
+    int activation;               /* of the hidden layers */
+    long n_params;                /* trainable parameters */
+    long params_alloc;            /* floats in params, with padding that aligns each view */
+    float *params;                /* all W and b, layer by layer: W1 b1 W2 b2 ... */
+    float *W[MAX_LAYERS + 1], *b[MAX_LAYERS + 1];
+    float *wt[MAX_LAYERS + 1];    /* W[l]^T (l >= 2), kept current by whoever updates W[l] */
+    float *grad;                  /* critical: the global gradient sum, laid out like params */
+} mlp;
+
+typedef struct {
+    int max_rows;
+    float *act[MAX_LAYERS + 1];   /* act[0] = input rows, act[L] = logits, then dZ of the output */
+    float *delta[MAX_LAYERS + 1]; /* dL/dZ of hidden layer l */
+    float *grad;                  /* critical/reduction: this thread's gradient, laid out like params */
+    unsigned char *y;             /* labels of the rows in act[0] */
+    float *x2;                    /* loop: the other input buffer (the next batch is gathered */
+    unsigned char *y2;            /*       during this one's update), and its labels */
+} work;
+
+/* One thread's counters, each on its own cache line (no false sharing). */
+typedef struct {
+    _Alignas(64) double loss;     /* summed cross-entropy of this thread's rows, this epoch */
+    long correct;                 /* correct predictions among them (training or test) */
+    double critical;              /* seconds in the critical construct (entering + inside), this epoch */
+    double barrier;               /* seconds waiting at barriers, this epoch */
+} thread_stats;
+
+/* Every buffer starts on a 64-byte boundary: a misaligned 64-byte vector load spans
+ * two cache lines, which costs a quarter of the kernel's speed. */
+static float *alloc_floats(long n) {
+    size_t bytes = ((size_t)n * sizeof(float) + 63) / 64 * 64;
+    return aligned_alloc(64, bytes ? bytes : 64);
+}
+#define PAD16(n) (((n) + 15L) / 16 * 16)   /* floats: keep each view 64-byte aligned */
+
+static float *zeroed_floats(long n) {
+    float *p = alloc_floats(n);
+    if (p) memset(p, 0, sizeof(float) * (size_t)n);
+    return p;
+}
+
+/* offset of W[l] (and b[l]) in the parameter layout */
+static long w_offset(const mlp *m, int l) { return m->W[l] - m->params; }
+static long b_offset(const mlp *m, int l) { return m->b[l] - m->params; }
+
+static int mlp_init(mlp *m, int inputs, const train_options *o, int need_grad) {
+    memset(m, 0, sizeof *m);
+    m->n_layers = o->n_hidden + 1;
+    m->size[0] = inputs;
+    for (int l = 1; l <= o->n_hidden; l++) m->size[l] = o->hidden[l - 1];
+    m->size[m->n_layers] = IDX_CLASSES;
+    m->activation = o->activation;
+    for (int l = 1; l <= m->n_layers; l++) {
+        m->n_params += (long)m->size[l - 1] * m->size[l] + m->size[l];
+        m->params_alloc += PAD16((long)m->size[l - 1] * m->size[l]) + PAD16(m->size[l]);
+    }
+    m->params = zeroed_floats(m->params_alloc);   /* padding stays zero */
+    if (!m->params) return -1;
+    if (need_grad && !(m->grad = zeroed_floats(m->params_alloc))) return -1;
+    float *p = m->params;
+    for (int l = 1; l <= m->n_layers; l++) {
+        m->W[l] = p; p += PAD16((long)m->size[l - 1] * m->size[l]);
+        m->b[l] = p; p += PAD16(m->size[l]);
+        prng_init_dense(m->W[l], m->size[l - 1], m->size[l], l, l == m->n_layers, o->seed);
+        memset(m->b[l], 0, sizeof(float) * (size_t)m->size[l]);
+        if (l >= 2) {
+            if (!(m->wt[l] = alloc_floats((long)m->size[l - 1] * m->size[l]))) return -1;
+            transpose(m->W[l], m->size[l - 1], m->size[l], m->wt[l], m->size[l - 1]);
+        }
+    }
+    return 0;
+}
+
+static int work_init(work *w, const mlp *m, int max_rows, int need_grad, int double_input) {
+    memset(w, 0, sizeof *w);
+    w->max_rows = max_rows;
+    for (int l = 0; l <= m->n_layers; l++) {
+        w->act[l] = alloc_floats((long)max_rows * m->size[l]);
+        w->delta[l] = alloc_floats((long)max_rows * m->size[l]);
+        if (!w->act[l] || !w->delta[l]) return -1;
+    }
+    w->y = malloc((size_t)max_rows);
+    if (!w->y) return -1;
+    if (need_grad && !(w->grad = zeroed_floats(m->params_alloc))) return -1;   /* padding stays zero */
+    if (double_input && (!(w->x2 = alloc_floats((long)max_rows * m->size[0])) || !(w->y2 = malloc((size_t)max_rows))))
+        return -1;
+    return 0;
+}
+
+static void work_free(work *w, const mlp *m) {
+    for (int l = 0; l <= m->n_layers; l++) { free(w->act[l]); free(w->delta[l]); }
+    free(w->y); free(w->grad); free(w->x2); free(w->y2);
+}
+
+static void mlp_free(mlp *m) {
+    free(m->params); free(m->grad);
+    for (int l = 2; l <= m->n_layers; l++) free(m->wt[l]);
+}
+
+/* model FLOP per training sample: forward 2*in*out per layer, weight gradients the
+ * same, input gradients for every layer but the first (elementwise work not counted) */
+static double mlp_flops_per_sample(const mlp *m) {
+    double f = 0;
+    for (int l = 1; l <= m->n_layers; l++) {
+        double io = (double)m->size[l - 1] * m->size[l];
+        f += 4 * io + (l > 1 ? 2 * io : 0);
+    }
+    return f;
+}
+
+/* A barrier, timed: the wait is added to the thread's counters. */
+static void team_barrier(thread_stats *st) {
+    double t0 = timer_now();
+#pragma omp barrier
+    st->barrier += timer_now() - t0;
+}
+
+// ----------------------------------------------------------------------------
+// forward
+//
+// critical/reduction: each thread runs serial's forward on its own rows and buffers.
+// loop: layer 1 for all rows by column panels (dense_forward_team, then a barrier);
+//   layers 2..L by rows, each thread its own rows straight through (train_step_loop).
+
+static void sigmoid_inplace(float *x, long n) {
+    for (long i = 0; i < n; i++) x[i] = 1.0f / (1.0f + expf(-x[i]));
+}
+
+/* act[l] = activation(act[l-1] . W[l] + b[l]); the last layer leaves logits. */
+static void dense_forward(const mlp *m, work *w, int l, int rows) {
+    int in = m->size[l - 1], out = m->size[l];
+    int hidden = l < m->n_layers;
+    epilogue e = EPI_PLAIN;
+    e.bias = m->b[l];
+    if (hidden && m->activation != ACT_SIGMOID) e.act = m->activation;
+    matmul(rows, out, in, w->act[l - 1], in, 1, m->W[l], out, w->act[l], out, &e);
+    if (hidden && m->activation == ACT_SIGMOID) sigmoid_inplace(w->act[l], (long)rows * out);
+}
+
+static void mlp_forward(const mlp *m, work *w, int rows) {
+    for (int l = 1; l <= m->n_layers; l++) dense_forward(m, w, l, rows);
+}
+
+/* loop: act[1] = activation(x . W[1] + b[1]) for all rows, called by every thread of
+ * the team. The tiles are shared out column panel first with a static schedule, like
+ * the update of W[1] in dense_update_team: at T = 2 each thread reads and writes only its
+ * own half of W[1] (0.8 MB for the default net), which stays in its core's cache. The
+ * sigmoid, when used, is applied tile by tile by the thread that computed the tile. */
+static void dense_forward_team(const mlp *m, work *w, const float *x, int rows) {
+    int in = m->size[0], out = m->size[1];
+    epilogue e = EPI_PLAIN;
+    e.bias = m->b[1];
+    if (m->activation != ACT_SIGMOID) e.act = m->activation;   /* layer 1 is always hidden */
+    float *h = w->act[1];
+#pragma omp for collapse(2) schedule(static) nowait
+    for (int j = 0; j < out; j += NR)
+        for (int i = 0; i < rows; i += MR) {
+            matmul_tile(EPI_FORWARD, i, j, rows, out, in, x, in, 1, m->W[1], out, h, out, &e);
+            if (m->activation == ACT_SIGMOID) {
+                int i1 = i + MR < rows ? i + MR : rows, j1 = j + NR < out ? j + NR : out;
+                for (int r = i; r < i1; r++) sigmoid_inplace(h + (long)r * out + j, j1 - j);
+            }
+        }
+}
+
+/* Softmax + cross-entropy on the logits in place: leaves dL/dlogits = p - onehot
+ * (per sample, not yet divided by the batch size). Returns the summed loss (double)
+ * and counts correct argmax predictions. */
+static double softmax_xent(float *restrict z, const unsigned char *restrict y, int rows, int classes,
+                           long *correct) {
+    double loss = 0.0;
+    for (int i = 0; i < rows; i++) {
+        float *zi = z + (long)i * classes;
+        int best = 0;
+        float mx = zi[0];
+        for (int c = 1; c < classes; c++) if (zi[c] > mx) { mx = zi[c]; best = c; }
+        float zy = zi[y[i]] - mx;
+        float sum = 0.0f;
+        for (int c = 0; c < classes; c++) { zi[c] = expf(zi[c] - mx); sum += zi[c]; }
+        /* -log p_y = log(sum) - (z_y - max): finite even when p_y underflows */
+        loss += (double)logf(sum) - (double)zy;
+        float inv = 1.0f / sum;
+        for (int c = 0; c < classes; c++) zi[c] *= inv;
+        zi[y[i]] -= 1.0f;
+        *correct += best == y[i];
+    }
+    return loss;
+}
+
+// ----------------------------------------------------------------------------
+// backward
+//
+// serial fuses the update into the weight-gradient product (W += scale * A^T dZ). Here:
+// critical/reduction: dense_backward() writes the plain gradient of the thread's rows,
+//   g = act[l-1]^T . dZ, into the thread's buffer; the update follows the combination
+//   below. With T = 1 that is serial's fused update taken apart: the same acc, then the
+//   same fmaf(scale, acc, W).
+// loop: dense_delta() on the thread's rows; the fused update is dense_update_team().
+
+/* delta[l-1] = (dz . W[l]^T) * act'(act[l-1]), from the copy W^T in m->wt[l] (made from
+ * the W before this step's update, as serial's transpose of the old W). */
+static void dense_delta(const mlp *m, work *w, int l, const float *dz, int rows) {
+    int in = m->size[l - 1], out = m->size[l];
+    epilogue e = EPI_PLAIN;
+    e.deriv = w->act[l - 1];
+    e.deriv_act = m->activation;
+    matmul(rows, in, out, dz, out, 1, m->wt[l], in, w->delta[l - 1], in, &e);
+}
+
+/* Layer l with dZ (dL/d pre-activation) in dz: the gradient for the layer below, then
+ * this layer's weight and bias gradients into the thread's buffer. */
+static void dense_backward(const mlp *m, work *w, int l, const float *dz, int rows) {
+    int in = m->size[l - 1], out = m->size[l];
+    if (l > 1) dense_delta(m, w, l, dz, rows);
+    /* gW = act[l-1]^T . dz */
+    matmul(in, out, rows, w->act[l - 1], 1, in, dz, out, w->grad + w_offset(m, l), out, &EPI_PLAIN);
+    /* gb = column sums of dz */
+    float *restrict db = w->grad + b_offset(m, l);
+    for (int j = 0; j < out; j++) db[j] = 0.0f;
+    for (int i = 0; i < rows; i++) {
+        const float *restrict d = dz + (long)i * out;
+        for (int j = 0; j < out; j++) db[j] += d[j];
+    }
+}
+
+// ----------------------------------------------------------------------------
+// communication: combining the threads' gradients (critical, reduction)
+
+/* critical: the thread adds its whole gradient into the global sum, one thread at a
+ * time. The order in which threads enter is up to the runtime, so with T >= 3 the
+ * float sums (and the results) can differ from run to run. The time from arriving at
+ * the construct to leaving it is this variant's sync time. */
+static void accumulate_critical(mlp *m, const work *w, thread_stats *st) {
+    double t0 = timer_now();
+#pragma omp critical(partrain_gradient)
+    {
+        float *restrict g = m->grad;
+        const float *restrict mine = w->grad;
+        for (long p = 0; p < m->params_alloc; p++) g[p] += mine[p];
+    }
+    st->critical += timer_now() - t0;
+}
+
+/* W[p] = fmaf(scale, g_0[p] + g_1[p] + ... + g_{ng-1}[p], W[p]) for p in [lo, hi):
+ * the sum always in the order of g[], chunk by chunk in a buffer that stays in L1. */
+static void sum_update(float *restrict w, float *const *g, int ng, long lo, long hi, float scale) {
+    enum { CHUNK = 512 };
+    _Alignas(64) float s[CHUNK];
+    for (long p0 = lo; p0 < hi; p0 += CHUNK) {
+        int c = (int)(hi - p0 < CHUNK ? hi - p0 : CHUNK);
+        const float *restrict g0 = g[0] + p0;
+        for (int k = 0; k < c; k++) s[k] = g0[k];
+        for (int u = 1; u < ng; u++) {
+            const float *restrict gu = g[u] + p0;
+            for (int k = 0; k < c; k++) s[k] += gu[k];
+        }
+        float *restrict wp = w + p0;
+        for (int k = 0; k < c; k++) wp[k] = fmaf(scale, s[k], wp[k]);
+    }
+}
+
+// ----------------------------------------------------------------------------
+// update
+//
+// critical/reduction: thread t applies the summed gradient to its own slice of the
+//   parameters (rows of each W, columns of each b) and transposes its rows of W[l] into
+//   W[l]^T for the next backward.
+// loop: the fused update of serial, W += scale * act^T . dZ, by column panels.
+
+/* g: the ng gradient buffers to add, in order (reduction: the threads that had rows;
+ * critical: the one global sum, whose slice is then zeroed for the next step). */
+static void update_slice(mlp *m, float *const *g, int ng, int zero_after, float scale, int t, int T) {
+    for (int l = 1; l <= m->n_layers; l++) {
+        int in = m->size[l - 1], out = m->size[l];
+        long i0, i1, j0, j1;
+        split(in, t, T, 16, &i0, &i1);
+        split(out, t, T, 16, &j0, &j1);
+        long w0 = w_offset(m, l) + i0 * out, w1 = w_offset(m, l) + i1 * out;
+        long b0 = b_offset(m, l) + j0, b1 = b_offset(m, l) + j1;
+        sum_update(m->params, g, ng, w0, w1, scale);
+        sum_update(m->params, g, ng, b0, b1, scale);
+        if (zero_after) {
+            memset(m->grad + w0, 0, sizeof(float) * (size_t)(w1 - w0));
+            memset(m->grad + b0, 0, sizeof(float) * (size_t)(b1 - b0));
+        }
+        if (l >= 2 && i1 > i0) transpose(m->W[l] + i0 * out, (int)(i1 - i0), out, m->wt[l] + i0, in);
+    }
+}
+
+/* loop: every layer's W[l] += scale * act[l-1]^T . dZ[l] (x is act[0]), called by every
+ * thread of the team. Tiles shared out column panel first (see dense_forward_team);
+ * each element is summed over the whole batch in serial's order, and the thread that
+ * updated a tile refreshes that tile of W[l]^T for the next step's backward. b[l]: column
+ * j summed over the rows by one thread, in serial's order. No barrier in between: the
+ * layers' updates are independent. */
+static void dense_update_team(mlp *m, const work *w, const float *x, int rows, float scale) {
+    int L = m->n_layers;
+    epilogue u = EPI_PLAIN;
+    u.alpha = scale;
+    u.accumulate = 1;
+    for (int l = 1; l <= L; l++) {
+        int in = m->size[l - 1], out = m->size[l];
+        const float *a = l == 1 ? x : w->act[l - 1];
+        const float *dz = l == L ? w->act[L] : w->delta[l];
+        float *W = m->W[l], *wt = m->wt[l];
+#pragma omp for collapse(2) schedule(static) nowait
+        for (int j = 0; j < out; j += NR)
+            for (int i = 0; i < in; i += MR) {
+                matmul_tile(EPI_UPDATE, i, j, in, out, rows, a, 1, in, dz, out, W, out, &u);
+                if (wt) transpose_tile(W, in, out, i, j, wt);
+            }
+        float *restrict b = m->b[l];
+#pragma omp for schedule(static) nowait
+        for (int j = 0; j < out; j++) {
+            float db = 0.0f;
+            for (int i = 0; i < rows; i++) db += dz[(long)i * out + j];
+            b[j] = fmaf(scale, db, b[j]);
+        }
+    }
+}
+
+/* Data-parallel step (critical, reduction), called by every thread: thread t trains on
+ * its rows of the batch into its own gradient, then the gradients are combined and the
+ * parameters updated. A thread without rows (batch < T) still does its part of the
+ * update and every barrier. */
+static void train_step_data(mlp *m, work *ws, thread_stats *st, const dataset *d, const uint32_t *idx,
+                            int rows, float lr, int accum, int t, int T) {
+    int L = m->n_layers;
+    work *w = &ws[t];
+    long lo, hi;
+    split(rows, t, T, 1, &lo, &hi);
+    int n = (int)(hi - lo);
+    if (n > 0) {
+        size_t bytes = sizeof(float) * (size_t)d->features;
+        for (int r = 0; r < n; r++) {
+            memcpy(w->act[0] + (size_t)r * d->features, d->x + (size_t)idx[lo + r] * d->features, bytes);
+            w->y[r] = d->y[idx[lo + r]];
+        }
+        mlp_forward(m, w, n);
+        st->loss += softmax_xent(w->act[L], w->y, n, m->size[L], &st->correct);
+        dense_backward(m, w, L, w->act[L], n);
+        for (int l = L - 1; l >= 1; l--) dense_backward(m, w, l, w->delta[l], n);
+    }
+    float scale = -lr / (float)rows;
+    int active = rows < T ? rows : T;      /* threads 0..active-1 had rows */
+    if (accum == ACCUM_CRITICAL) {
+        if (n > 0) accumulate_critical(m, w, st);
+        team_barrier(st);
+        float *g[1] = { m->grad };
+        update_slice(m, g, 1, 1, scale, t, T);
+    } else {
+        team_barrier(st);                  /* every thread's gradient is complete */
+        float *g[MAX_THREADS];
+        for (int u = 0; u < active; u++) g[u] = ws[u].grad;
+        update_slice(m, g, active, 0, scale, t, T);
+    }
+    team_barrier(st);                      /* W and W^T updated before the next forward */
+}
+
+/* loop: the input rows idx[0..rows) into x, y, shared out by rows */
+static void gather_team(const dataset *d, const uint32_t *idx, int rows, float *x, unsigned char *y) {
+    size_t bytes = sizeof(float) * (size_t)d->features;
+#pragma omp for schedule(static) nowait
+    for (int r = 0; r < rows; r++) {
+        memcpy(x + (size_t)r * d->features, d->x + (size_t)idx[r] * d->features, bytes);
+        y[r] = d->y[idx[r]];
+    }
+}
+
+/* Loop-level step, called by every thread; one copy of the model and the activations,
+ * the batch's input already in x, y. Three phases, three barriers:
+ *   1. layer 1 forward, tiles by column panels (dense_forward_team);
+ *   2. thread t's rows (a contiguous slice, sizes differ by at most one) through layers
+ *      2..L, the softmax and back down to dZ of layer 1: every product here works row by
+ *      row, so no barrier is needed between the layers;
+ *   3. every weight update by column panels (dense_update_team), and the next batch's
+ *      rows gathered into the other input buffer (next_rows = 0: none).
+ * Per step only activations cross between the cores (the batch's input and hidden
+ * activations, 0.3 MB at batch 64), never a gradient. */
+static void train_step_loop(mlp *m, work *w, thread_stats *st, const float *x, const unsigned char *y,
+                            int rows, float lr, int t, int T, const dataset *d, const uint32_t *next_idx,
+                            int next_rows, float *next_x, unsigned char *next_y) {
+    int L = m->n_layers;
+    dense_forward_team(m, w, x, rows);
+    team_barrier(st);
+    long lo, hi;
+    split(rows, t, T, 1, &lo, &hi);
+    int n = (int)(hi - lo);
+    if (n > 0) {
+        work v = *w;                       /* a view of rows lo..hi of the shared buffers */
+        for (int l = 1; l <= L; l++) {
+            v.act[l] = w->act[l] + lo * m->size[l];
+            v.delta[l] = w->delta[l] + lo * m->size[l];
+        }
+        for (int l = 2; l <= L; l++) dense_forward(m, &v, l, n);
+        st->loss += softmax_xent(v.act[L], y + lo, n, m->size[L], &st->correct);
+        dense_delta(m, &v, L, v.act[L], n);
+        for (int l = L - 1; l >= 2; l--) dense_delta(m, &v, l, v.delta[l], n);
+    }
+    team_barrier(st);
+    dense_update_team(m, w, x, rows, -lr / (float)rows);
+    if (next_rows > 0) gather_team(d, next_idx, next_rows, next_x, next_y);
+    team_barrier(st);
+}
+
+// ----------------------------------------------------------------------------
+// data movement and evaluation
+
+static int argmax10(const float *z, int classes) {
+    int best = 0;
+    for (int c = 1; c < classes; c++) if (z[c] > z[best]) best = c;
+    return best;
+}
+
+/* Percent of test samples classified correctly; predictions optional. Each block of
+ * EVAL_BATCH test rows is split like a training batch: critical/reduction, each thread
+ * forwards its slice with its own buffers (no barrier); loop, layer 1 by the team, then
+ * each thread its rows. A row's prediction does not depend on who computes it. */
+static double evaluate(const mlp *m, work *ws, thread_stats *st, int T, int accum, const dataset *d,
+                       unsigned char *predictions) {
+    int L = m->n_layers, classes = m->size[L];
+    for (int t = 0; t < T; t++) st[t].correct = 0;
+#pragma omp parallel num_threads(T)
+    {
+        int t = omp_get_thread_num();
+        thread_stats *s = &st[t];
+        for (long start = 0; start < d->n; start += EVAL_BATCH) {
+            int rows = (int)(d->n - start < EVAL_BATCH ? d->n - start : EVAL_BATCH);
+            const float *x = d->x + (size_t)start * d->features;
+            long lo, hi;
+            split(rows, t, T, 1, &lo, &hi);
+            int n = (int)(hi - lo);
+            work v;
+            if (accum == ACCUM_LOOP) {
+                dense_forward_team(m, &ws[0], x, rows);
+                team_barrier(s);
+                v = ws[0];                 /* rows lo..hi of the shared buffers */
+                for (int l = 1; l <= L; l++) v.act[l] = ws[0].act[l] + lo * m->size[l];
+                for (int l = 2; l <= L && n > 0; l++) dense_forward(m, &v, l, n);
+            } else if (n > 0) {
+                v = ws[t];
+                memcpy(v.act[0], x + (size_t)lo * d->features, sizeof(float) * (size_t)n * d->features);
+                mlp_forward(m, &v, n);
+            }
+            for (int i = 0; i < n; i++) {
+                int p = argmax10(v.act[L] + (long)i * classes, classes);
+                s->correct += p == d->y[start + lo + i];
+                if (predictions) predictions[start + lo + i] = (unsigned char)p;
+            }
+            if (accum == ACCUM_LOOP) team_barrier(s);   /* act[1] is rewritten by the next block */
+        }
+    }
+    long correct = 0;
+    for (int t = 0; t < T; t++) correct += st[t].correct;
+    return 100.0 * (double)correct / (double)d->n;
+}
+
+static void print_predictions(const dataset *d, const unsigned char *pred, int k) {
+    static const char shades[] = " .:-=+*#%@";
+    int step = d->side > 28 ? d->side / 28 : 1;
+    for (int s = 0; s < k && s < d->n; s++) {
+        printf("test image %d: predicted %d, true %d%s\n", s, pred[s], d->y[s], pred[s] == d->y[s] ? "" : "  <-- wrong");
+        for (int r = 0; r < d->side; r += step) {
+            for (int c = 0; c < d->side; c += step) {
+                float v = d->x[(size_t)s * d->features + (size_t)r * d->side + c];
+                int q = (int)(v * 9.999f);
+                putchar(shades[q < 0 ? 0 : q > 9 ? 9 : q]);
+            }
+            putchar('\n');
+        }
+    }
+}
+
+// ----------------------------------------------------------------------------
+// main
+
+#ifndef TESTING
+int main(int argc, char **argv) {
+    openmp_options oo;
+    parse_options(&oo, argc, argv);
+    train_options *o = &oo.common;
+    int T = oo.threads, accum = oo.accum;
+    char err[IDX_ERR_LEN];
+
+    /* data */
+    long train_avail, test_avail;
+    if (dataset_count(o->data_dir, "train", &train_avail, err, sizeof err) ||
+        dataset_count(o->data_dir, "t10k", &test_avail, err, sizeof err)) {
+        fprintf(stderr, PROGRAM ": %s\n", err);
+        return 2;
+    }
+    if (o->train_n > train_avail) options_die(PROGRAM, "--train %ld: %s holds only %ld training samples", o->train_n, o->data_dir, train_avail);
+    if (o->test_n > test_avail) options_die(PROGRAM, "--test %ld: %s holds only %ld test samples", o->test_n, o->data_dir, test_avail);
+    long train_n = o->train_n ? o->train_n : train_avail;
+    long test_n = o->test_n ? o->test_n : test_avail;
+    if (o->batch_full) o->batch = train_n;
+    if (o->batch > train_n) options_die(PROGRAM, "--batch %ld is larger than the %ld training samples", o->batch, train_n);
+    dataset train, test;
+    if (dataset_load(o->data_dir, "train", 0, train_n, o->image_size, &train, err, sizeof err) ||
+        dataset_load(o->data_dir, "t10k", 0, test_n, o->image_size, &test, err, sizeof err)) {
+        fprintf(stderr, PROGRAM ": %s\n", err);
+        return 2;
+    }
+
+    /* threads: exactly T, never fewer (a team smaller than asked would mis-split the work) */
+    const char *wait_policy = getenv("OMP_WAIT_POLICY") ? getenv("OMP_WAIT_POLICY") : "";
+    int cores = omp_get_num_procs();
+    if (T > cores && !*wait_policy)
+        fprintf(stderr, PROGRAM ": warning: %d threads on %d cores with OMP_WAIT_POLICY unset: "
+                "spinning threads slow the others down; set OMP_WAIT_POLICY=passive\n", T, cores);
+    omp_set_dynamic(0);
+    int team = 0;
+#pragma omp parallel num_threads(T)
+    {
+#pragma omp single
+        team = omp_get_num_threads();
+    }
+    if (team != T) {
+        fprintf(stderr, PROGRAM ": the OpenMP runtime gave %d threads instead of %d (OMP_THREAD_LIMIT?)\n", team, T);
+        return 2;
+    }
+
+    /* model and buffers: critical/reduction, one work per thread for its slice of a batch
+     * (and of an evaluation block); loop, one shared work for the whole batch */
+    mlp m;
+    int data_parallel = accum != ACCUM_LOOP;
+    long big = o->batch > EVAL_BATCH ? o->batch : EVAL_BATCH;
+    int max_rows = (int)(data_parallel ? (big + T - 1) / T : big);
+    int n_work = data_parallel ? T : 1;
+    work *ws = calloc((size_t)n_work, sizeof *ws);
+    thread_stats *st = aligned_alloc(64, sizeof(thread_stats) * (size_t)T);
+    uint32_t *order = malloc(sizeof(uint32_t) * (size_t)train_n);
+    unsigned char *pred = malloc((size_t)test_n);
+    double *loss_curve = malloc(sizeof(double) * (size_t)o->epochs);
+    double *acc_curve = malloc(sizeof(double) * (size_t)o->epochs);
+    double *epoch_sec = malloc(sizeof(double) * (size_t)o->epochs);
+    double *sync_sec = malloc(sizeof(double) * (size_t)o->epochs);
+    double *barrier_sec = malloc(sizeof(double) * (size_t)o->epochs);
+    int fail = !ws || !st || !order || !pred || !loss_curve || !acc_curve || !epoch_sec || !sync_sec || !barrier_sec ||
+               mlp_init(&m, train.features, o, accum == ACCUM_CRITICAL);
+    for (int i = 0; i < n_work && !fail; i++) fail = work_init(&ws[i], &m, max_rows, data_parallel, !data_parallel);
+    if (fail) {
+        fprintf(stderr, PROGRAM ": out of memory\n");
+        return 1;
+    }
+    memset(st, 0, sizeof(thread_stats) * (size_t)T);
+    char hidden[128], dname[256];
+    options_hidden_string(o, hidden, sizeof hidden);
+    options_dataset_name(o, dname, sizeof dname);
+    const char *variant = accum_names[accum];
+    double flops_epoch = mlp_flops_per_sample(&m) * (double)train_n;
+    printf("openmp: %s MLP %d", options_activation_name(o->activation), m.size[0]);
+    for (int l = 1; l <= m.n_layers; l++) printf("-%d", m.size[l]);
+    printf(" (%ld parameters), %s: %ld train / %ld test, %dx%d, batch %ld, lr %g, seed %llu, accum %s, "
+           "%d threads on %d cores, OMP_WAIT_POLICY %s\n",
+           m.n_params, o->data_dir, train_n, test_n, train.side, train.side, o->batch, o->lr,
+           (unsigned long long)o->seed, variant, T, cores, *wait_policy ? wait_policy : "unset");
+
+    /* training: one parallel region per epoch */
+    double t_start = timer_now();
+    for (int epoch = 1; epoch <= o->epochs; epoch++) {
+        prng_permutation(order, (uint32_t)train_n, o->seed, (uint64_t)epoch);
+        memset(st, 0, sizeof(thread_stats) * (size_t)T);
+        long batch = o->batch;
+        float lr = (float)o->lr;
+        double t0 = timer_now();
+#pragma omp parallel num_threads(T)
+        {
+            int t = omp_get_thread_num();
+            if (accum == ACCUM_LOOP) {
+                /* two input buffers: batch s in buf[s % 2], the next one gathered meanwhile */
+                work *w = &ws[0];
+                float *xb[2] = { w->act[0], w->x2 };
+                unsigned char *yb[2] = { w->y, w->y2 };
+                gather_team(&train, order, (int)(batch < train_n ? batch : train_n), xb[0], yb[0]);
+                team_barrier(&st[t]);
+                int s = 0;
+                for (long start = 0; start < train_n; start += batch, s ^= 1) {
+                    int rows = (int)(train_n - start < batch ? train_n - start : batch);
+                    long next = start + batch;
+                    int next_rows = (int)(next >= train_n ? 0 : train_n - next < batch ? train_n - next : batch);
+                    train_step_loop(&m, w, &st[t], xb[s], yb[s], rows, lr, t, T, &train, order + (next_rows ? next : 0), next_rows,
+                                    xb[s ^ 1], yb[s ^ 1]);
+                }
+            } else {
+                for (long start = 0; start < train_n; start += batch) {
+                    int rows = (int)(train_n - start < batch ? train_n - start : batch);
+                    train_step_data(&m, ws, &st[t], &train, order + start, rows, lr, accum, t, T);
+                }
+            }
+        }
+        epoch_sec[epoch - 1] = timer_now() - t0;
+        double loss_sum = 0.0;
+        long correct = 0;
+        sync_sec[epoch - 1] = barrier_sec[epoch - 1] = 0.0;
+        for (int t = 0; t < T; t++) {        /* in thread order: the same sum every run */
+            loss_sum += st[t].loss;
+            correct += st[t].correct;
+            sync_sec[epoch - 1] += accum == ACCUM_CRITICAL ? st[t].critical : st[t].barrier;
+            barrier_sec[epoch - 1] += st[t].barrier;
+        }
+        loss_curve[epoch - 1] = loss_sum / (double)train_n;
+        acc_curve[epoch - 1] = evaluate(&m, ws, st, T, accum, &test, pred);
+        if (!isfinite(loss_curve[epoch - 1])) {
+            fprintf(stderr, PROGRAM ": training diverged at epoch %d (loss %g); lower --lr\n", epoch, loss_curve[epoch - 1]);
+            return 1;
+        }
+        if (!o->quiet)
+            printf("epoch %d/%d  loss %.6f  train_acc %.2f%%  test_acc %.2f%%  time %.3f s  %.1fk samples/s\n",
+                   epoch, o->epochs, loss_curve[epoch - 1], 100.0 * (double)correct / (double)train_n,
+                   acc_curve[epoch - 1], epoch_sec[epoch - 1], (double)train_n / epoch_sec[epoch - 1] / 1e3);
+        fflush(stdout);
+    }
+    double total = timer_now() - t_start;
+
+    /* results */
+    int ne = o->epochs > 1 ? o->epochs - 1 : 1, e0 = o->epochs > 1 ? 1 : 0;
+    double median = results_median(epoch_sec + e0, ne);
+    double sync_median = results_median(sync_sec + e0, ne);
+    double barrier_median = results_median(barrier_sec + e0, ne);
+    result_row row = {
+        .program = PROGRAM, .variant = variant, .ranks = 1, .threads = T,
+        .omp_wait_policy = wait_policy,
+        .dataset = dname, .image_size = train.side, .train_n = train_n, .test_n = test_n,
+        .hidden = hidden, .activation = options_activation_name(o->activation), .batch = o->batch,
+        .epochs = o->epochs, .lr = o->lr, .seed = o->seed, .epoch_seconds_median = median,
+        .total_seconds = total, .comm_seconds = 0.0, .sync_seconds = sync_median,
+        .samples_per_second = (double)train_n / median,
+        .gflops = flops_epoch / median / 1e9, .final_train_loss = loss_curve[o->epochs - 1],
+        .test_accuracy = acc_curve[o->epochs - 1], .train_loss_curve = loss_curve,
+        .test_acc_curve = acc_curve, .epoch_seconds = epoch_sec, .n_curve = o->epochs,
+    };
+    if (o->predict) print_predictions(&test, pred, o->predict);
+    if (results_append(o->csv, &row, err, sizeof err)) {
+        fprintf(stderr, PROGRAM ": %s\n", err);
+        return 1;
+    }
+    char sync_what[96];
+    if (accum == ACCUM_CRITICAL)
+        snprintf(sync_what, sizeof sync_what, "critical %.3f s (+ barriers %.3f s)", sync_median, barrier_median);
+    else
+        snprintf(sync_what, sizeof sync_what, "barriers %.3f s", barrier_median);
+    printf("openmp: %s, %d threads | %d epochs | epoch median %.3f s | %.1fk samples/s | %.1f GFLOP/s | "
+           "sync %s per epoch (all threads) | loss %.4f | test acc %.2f%% | csv %s\n",
+           variant, T, o->epochs, median, row.samples_per_second / 1e3, row.gflops, sync_what,
+           row.final_train_loss, row.test_accuracy, strcmp(o->csv, "none") ? o->csv : "(none)");
+
+    for (int i = 0; i < n_work; i++) work_free(&ws[i], &m);
+    mlp_free(&m);
+    dataset_free(&train); dataset_free(&test);
+    free(ws); free(st); free(order); free(pred); free(loss_curve); free(acc_curve); free(epoch_sec);
+    free(sync_sec); free(barrier_sec);
+    return 0;
+}
+#endif
