@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# bench/mpi-sweep.sh — scaling sweeps of the MPI trainers (run_all.sh's mpi steps).
+#
+#   strong    mpi/mpi on a fixed training set (default all 60k of Fashion-MNIST) and a
+#             fixed global batch (default 512), P = 1, 2, 4, 8 ranks, every --sync,
+#             plus serial/serial once as the speedup baseline -> DIR/mpi-strong.csv
+#   weak      mpi/mpi with the work per rank fixed: --train P*N (default N = 7,500, so
+#             P = 8 is all 60k) and --batch-per-rank B (default 64: global batch 64P,
+#             the same number of steps per epoch at every P), every --sync
+#             -> DIR/mpi-weak.csv
+#   pipeline  mpi/pipeline with P = 1, 2, 3 stages and M = 1, 4, 8 micro-batches at the
+#             strong sweep's batch, printing the measured bubble beside (P-1)/(M+P-1)
+#             -> DIR/mpi-pipeline.csv
+# P above the core count runs oversubscribed (scripts/mpirun.sh adds --oversubscribe
+# --mca mpi_yield_when_idle 1): on a 2-core machine P = 4, 8 show what sharing cores
+# costs, not more parallelism. No OpenMP: OMP_WAIT_POLICY is irrelevant and unset.
+# Every run holds /tmp/partrain-bench.lock (flock), so no other benchmark overlaps it;
+# one run per configuration (bench/mpi-bench.sh takes medians of repeated runs).
+# The figures are drawn from the CSVs alone by scripts/plot.sh (plots/mpi-scaling.png,
+# plots/mpi-comm.png).
+#
+# Usage: bench/mpi-sweep.sh [--results DIR] [--ranks "1 2 4 8"] [--epochs E] [--batch B]
+#                           [--per-rank N] [--per-rank-batch B] [--only strong,weak,pipeline]
+#                           [--data DIR] [--quick]
+#   --results DIR   where the CSVs go (default results)
+#   --quick         smoke run: strong on 12,000 samples, weak with 1,500 per rank,
+#                   ranks 1 2 4, 2 epochs
+# Exit status: 0; 1 when a run fails; 2 on a usage error or a missing prerequisite.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+results=results ranks="1 2 4 8" epochs=3 batch=512 per_rank=7500 per_rank_batch=64 only=strong,weak,pipeline
+data=data/fashion strong_train=0
+LOCK=/tmp/partrain-bench.lock
+SYNCS=(allreduce reduce-bcast overlap)
+
+usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
+die() { echo "mpi-sweep: $*" >&2; exit 2; }
+need_value() { [ $# -ge 2 ] && [ -n "$2" ] || die "$1 needs a value"; }
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --results)        need_value "$@"; results=$2; shift 2 ;;
+    --ranks)          need_value "$@"; ranks=$2; shift 2 ;;
+    --epochs)         need_value "$@"; epochs=$2; shift 2 ;;
+    --batch)          need_value "$@"; batch=$2; shift 2 ;;
+    --per-rank)       need_value "$@"; per_rank=$2; shift 2 ;;
+    --per-rank-batch) need_value "$@"; per_rank_batch=$2; shift 2 ;;
+    --only)           need_value "$@"; only=$2; shift 2 ;;
+    --data)           need_value "$@"; data=$2; shift 2 ;;
+    --quick)          strong_train=12000 per_rank=1500 ranks="1 2 4" epochs=2; shift ;;
+    -h|--help) usage; exit 0 ;;
+    *) die "unknown argument '$1' (see --help)" ;;
+  esac
+done
+for v in epochs batch per_rank per_rank_batch; do [[ ${!v} =~ ^[1-9][0-9]*$ ]] || die "--${v//_/-}: not a positive integer: '${!v}'"; done
+for p in $ranks; do [[ $p =~ ^[1-9][0-9]*$ ]] || die "--ranks: not a positive integer: '$p'"; done
+for part in ${only//,/ }; do [[ " strong weak pipeline " == *" $part "* ]] || die "--only: unknown part '$part'"; done
+command -v mpirun >/dev/null || die "mpirun missing (apt-get install openmpi-bin)"
+command -v flock >/dev/null && command -v taskset >/dev/null || die "flock/taskset missing (apt-get install util-linux)"
+for b in serial/serial mpi/mpi mpi/pipeline; do [ -x $b ] || die "$b is not built (run: make all)"; done
+[ -d "$data" ] || die "$data missing (run: scripts/get-data.sh)"
+mkdir -p "$results"
+wants() { [[ ",$only," == *",$1,"* ]]; }
+
+run() {   # label, command...: one locked run, its summary line shown
+  local label=$1; shift
+  local out
+  if ! out=$(flock "$LOCK" "$@" 2>&1); then
+    printf '%s\n' "$out" | tail -n 8 >&2
+    echo "mpi-sweep: $label failed: $*" >&2
+    exit 1
+  fi
+  printf '  %-30s %s\n' "$label" "$(printf '%s\n' "$out" | grep -E '^(serial|mpi|pipeline): .*\|' | tail -n 1 | cut -c1-140)"
+  printf '%s\n' "$out" | grep -E '^pipeline: measured bubble' | sed 's/^/  /' || true
+}
+echo "mpi-sweep: $data, $(nproc) cores, ranks $ranks, $epochs epochs per run; CSVs in $results/"
+
+if wants strong; then
+  csv=$results/mpi-strong.csv
+  args=(--data "$data" --batch "$batch" --epochs "$epochs" --csv "$csv" --quiet)
+  [ "$strong_train" -eq 0 ] || args+=(--train "$strong_train")
+  echo "strong scaling: $([ "$strong_train" -eq 0 ] && echo 'all training samples' || echo "$strong_train samples"), global batch $batch -> $csv"
+  run "serial (1 core)" env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE taskset -c 0 serial/serial "${args[@]}"
+  for p in $ranks; do
+    for s in "${SYNCS[@]}"; do run "mpi $s P=$p" scripts/mpirun.sh "$p" mpi/mpi --sync "$s" "${args[@]}"; done
+  done
+fi
+
+if wants weak; then
+  csv=$results/mpi-weak.csv
+  echo "weak scaling: $per_rank samples and $per_rank_batch rows per step per rank -> $csv"
+  for p in $ranks; do
+    for s in "${SYNCS[@]}"; do
+      run "mpi $s P=$p (train $((per_rank * p)))" scripts/mpirun.sh "$p" mpi/mpi --sync "$s" --data "$data" \
+        --train $((per_rank * p)) --batch-per-rank "$per_rank_batch" --epochs "$epochs" --csv "$csv" --quiet
+    done
+  done
+fi
+
+if wants pipeline; then
+  csv=$results/mpi-pipeline.csv
+  args=(--data "$data" --batch "$batch" --epochs "$epochs" --csv "$csv" --quiet)
+  [ "$strong_train" -eq 0 ] || args+=(--train "$strong_train")
+  echo "pipeline: batch $batch, P = 1, 2, 3 stages x M = 1, 4, 8 micro-batches -> $csv"
+  for p in 1 2 3; do
+    for m in 1 4 8; do run "pipeline P=$p M=$m" scripts/mpirun.sh "$p" mpi/pipeline --microbatches "$m" "${args[@]}"; done
+  done
+fi
+echo "mpi-sweep: done; figures: scripts/plot.sh (plots/mpi-scaling.png, plots/mpi-comm.png)"

@@ -1,0 +1,866 @@
+/*
+ * mpi/mpi.c — data-parallel trainer: P MPI ranks, one replica of the model each.
+ *
+ * Strategy: every rank holds the whole MLP (same seed, so the same initial weights) and
+ * walks the same global sample order. Each global mini-batch of --batch B rows is cut
+ * into P contiguous parts whose sizes differ by at most one; rank r runs forward and
+ * backward on its part only and computes the plain gradient sums g_r = A_r^T dZ_r and
+ * the bias column sums with serial's kernel. sum_r g_r is serial's A^T dZ (only the
+ * float summation order differs), and every replica applies serial's update
+ * W = fmaf(-lr/B, g, W). P ranks therefore train serial/serial's model step for step;
+ * with P = 1 bit for bit.
+ * Communicated per step (--sync), all of it float sums of 235,146 gradients by default:
+ *   allreduce     one MPI_Allreduce over all gradients (one buffer laid out like the
+ *                 parameters); every rank updates its replica.
+ *   reduce-bcast  MPI_Reduce of the gradients to rank 0, rank 0 updates, MPI_Bcast of
+ *                 the parameters (the scheme of seed report 002).
+ *   overlap       one MPI_Iallreduce per layer, started in backward as soon as that
+ *                 layer's gradient exists (the last layer first, like PyTorch DDP's
+ *                 buckets), pushed along by MPI_Testall after each product of the layers
+ *                 below, MPI_Waitall before the update.
+ * A rank whose part of a (last, short) batch is empty still joins every collective.
+ * Per epoch, outside the timed training: loss, correct counts, times and the seconds
+ * spent inside MPI calls are reduced to rank 0. Only rank 0 prints and writes the CSV.
+ * Data: the shuffle is global (that is what makes P ranks equal serial), so every rank
+ * touches every training sample within an epoch or two and loads the whole (--train N)
+ * training set. The test set is split: rank r loads only its contiguous shard,
+ * evaluates it, and the correct counts are summed.
+ * Threads: one per rank (MPI_Init; no threads). Errors: MPI_COMM_WORLD returns errors
+ * (MPI_ERRORS_RETURN) and every call is checked: a failing call prints one line naming
+ * the rank, the call and MPI's message, then MPI_Abort()s the whole job; a rank that
+ * dies is reported by mpirun, which ends the job. Bad flags or data: rank 0 prints the
+ * one-line error, every rank finalizes and exits with status 2.
+ *
+ * Compile: make mpi/mpi   (mpicc -std=c11 -O3 -march=native mpi/mpi.c common/... -lz -lm)
+ * Run:     scripts/mpirun.sh 2 mpi/mpi --data data/fashion --batch 512 --sync allreduce
+ *          (scripts/mpirun.sh sets the mpirun flags: --mca pml ob1, oversubscription, ...)
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <mpi.h>
+
+#include "idx.h"
+#include "options.h"
+#include "prng.h"
+#include "results.h"
+#include "timer.h"
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+#define PROGRAM "mpi"
+#define MAX_LAYERS (OPT_MAX_HIDDEN + 1)
+#define EVAL_BATCH 512          /* rows per forward pass when evaluating */
+
+static int rank = 0, nranks = 1;   /* this process in MPI_COMM_WORLD */
+
+// ----------------------------------------------------------------------------
+// options: the common flags (common/options.h) plus this trainer's own
+
+enum sync_kind { SYNC_ALLREDUCE = 0, SYNC_REDUCE_BCAST = 1, SYNC_OVERLAP = 2 };
+static const char *const SYNC_NAMES[] = { "allreduce", "reduce-bcast", "overlap" };
+
+typedef struct {
+    train_options common;
+    int sync;                   /* --sync allreduce|reduce-bcast|overlap */
+    long batch_per_rank;        /* --batch-per-rank B (0: not given; --batch is global) */
+    int batch_given;            /* --batch was on the command line */
+    const char *dump_params;    /* --dump-params FILE (testing) */
+} mpi_options;
+
+static void usage(void) {
+    printf("Usage: scripts/mpirun.sh P mpi/mpi [options]   (or mpirun -np P mpi/mpi ...)\n"
+           "Trains an MLP on MNIST-style IDX data, data-parallel over P MPI ranks.\n\n");
+    options_usage_common();
+    printf("MPI:\n"
+           "  --sync MODE           gradient exchange per step [allreduce]:\n"
+           "                        allreduce    MPI_Allreduce of all gradients, every rank updates\n"
+           "                        reduce-bcast MPI_Reduce to rank 0, rank 0 updates, MPI_Bcast\n"
+           "                        overlap      MPI_Iallreduce per layer during backward\n"
+           "  --batch-per-rank B    B rows per rank per step, i.e. a global batch of P*B\n"
+           "                        (instead of --batch; fewer updates per epoch as P grows)\n"
+           "  --dump-params FILE    after training, rank 0 writes the parameters (W1 b1 W2 ...,\n"
+           "                        raw float32) to FILE (for the equivalence tests)\n");
+}
+
+/* Ranks other than 0 parse with stderr muted: the flags are the same on every rank, so
+ * rank 0 alone prints options_die()'s one-line error; every rank exits with status 2
+ * (and finalizes MPI from the atexit handler). */
+static void parse_options(mpi_options *o, int argc, char **argv) {
+    options_defaults(&o->common);
+    o->sync = SYNC_ALLREDUCE;
+    o->batch_per_rank = 0;
+    o->batch_given = 0;
+    o->dump_params = NULL;
+    int saved = -1;
+    if (rank != 0) {
+        fflush(stderr);
+        saved = dup(2);
+        int devnull = open("/dev/null", O_WRONLY);
+        if (devnull >= 0) { dup2(devnull, 2); close(devnull); }
+    }
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { if (rank == 0) usage(); exit(0); }
+        if (!strcmp(argv[i], "--sync")) {
+            const char *v = options_value(PROGRAM, argc, argv, &i);
+            int k = 0;
+            while (k < 3 && strcmp(v, SYNC_NAMES[k])) k++;
+            if (k == 3) options_die(PROGRAM, "--sync: unknown mode '%s' (allreduce, reduce-bcast, overlap)", v);
+            o->sync = k;
+            continue;
+        }
+        if (!strcmp(argv[i], "--batch-per-rank")) {
+            o->batch_per_rank = options_long(PROGRAM, argv[i], options_value(PROGRAM, argc, argv, &i), 1, 100000000);
+            continue;
+        }
+        if (!strcmp(argv[i], "--dump-params")) { o->dump_params = options_value(PROGRAM, argc, argv, &i); continue; }
+        if (!strcmp(argv[i], "--batch")) o->batch_given = 1;
+        if (options_parse_common(&o->common, PROGRAM, argc, argv, &i)) continue;
+        options_die(PROGRAM, "unknown option '%s'", argv[i]);
+    }
+    if (o->batch_per_rank && o->batch_given)
+        options_die(PROGRAM, "--batch and --batch-per-rank: give one of them, not both");
+    if (saved >= 0) { fflush(stderr); dup2(saved, 2); close(saved); }
+}
+
+/* An error every rank detects alike (a flag against the data): rank 0 prints it as
+ * options_die() would, every rank exits 2. */
+static void die_all(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die_all(const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (rank == 0) options_die(PROGRAM, "%s", msg);
+    exit(2);
+}
+
+// ----------------------------------------------------------------------------
+// matrix products: C[M x N] (=|+=) alpha * op(A) . B, then an epilogue
+//
+// op(A)[i][k] = A[i * a_row + k * a_col]: a row-major A is (a_row = lda, a_col = 1);
+// the transpose of a row-major K x M matrix is (a_row = 1, a_col = lda). B is row-major
+// K x N with leading dimension ldb. The epilogue, applied while C is in registers:
+//   accumulate  C = C + alpha * acc (one fused multiply-add; the SGD update), else
+//               C = alpha * acc
+//   bias        + bias[j]                          (forward)
+//   act         relu / leaky-relu of the result    (forward)
+//   deriv       times act'(H[i][j]) where H has C's shape and ldc (backward)
+// Three combinations are used and supported: accumulate alone (update), bias and/or
+// act (forward), deriv alone (backward).
+
+enum { ACT_NONE = -1 };
+
+typedef struct {
+    float alpha;
+    int accumulate;
+    const float *bias;
+    int act;                    /* ACT_NONE, ACT_RELU, ACT_LEAKY_RELU (sigmoid: separate pass) */
+    const float *deriv;         /* activations whose derivative multiplies the result */
+    int deriv_act;
+} epilogue;
+
+static const epilogue EPI_PLAIN = { 1.0f, 0, NULL, ACT_NONE, NULL, ACT_NONE };
+
+/* The scalar definition of the epilogue; the AVX-512 path computes the same values. */
+static inline float epilogue_one(const epilogue *e, float acc, float c_old, int j, float h) {
+    float v = e->accumulate ? fmaf(e->alpha, acc, c_old) : e->alpha * acc;
+    if (e->bias) v += e->bias[j];
+    if (e->act == ACT_RELU) v = v > 0.0f ? v : 0.0f;
+    else if (e->act == ACT_LEAKY_RELU) v = v > 0.0f ? v : LEAKY_RELU_SLOPE * v;
+    if (e->deriv) {
+        if (e->deriv_act == ACT_RELU) v = h > 0.0f ? v : 0.0f;
+        else if (e->deriv_act == ACT_LEAKY_RELU) v = h > 0.0f ? v : LEAKY_RELU_SLOPE * v;
+        else if (e->deriv_act == ACT_SIGMOID) v = v * (h * (1.0f - h));
+    }
+    return v;
+}
+
+#if defined(__AVX512F__)
+#define MR 6    /* rows of C per micro-tile */
+#define NR 64   /* columns per micro-tile: four 16-float vectors; 6 x 4 = 24 zmm accumulators */
+
+/* What the epilogue does, as a compile-time constant inside the kernel (a runtime
+ * test per stored vector costs a third of the time of a K = 64 product). */
+enum { EPI_FORWARD, EPI_BACKWARD, EPI_UPDATE };
+
+static inline __attribute__((always_inline)) __m512
+epilogue_vec(const int kind, const epilogue *e, __m512 acc, const float *c, const float *bias,
+             const float *h, __mmask16 m) {
+    if (kind == EPI_UPDATE)                 /* C + alpha * acc, one rounding */
+        return _mm512_fmadd_ps(_mm512_set1_ps(e->alpha), acc, _mm512_maskz_loadu_ps(m, c));
+    __m512 v = _mm512_mul_ps(_mm512_set1_ps(e->alpha), acc);
+    if (kind == EPI_FORWARD) {
+        if (bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, bias));
+        if (e->act == ACT_RELU) v = _mm512_max_ps(v, _mm512_setzero_ps());
+        else if (e->act == ACT_LEAKY_RELU) {
+            __mmask16 pos = _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_GT_OQ);
+            v = _mm512_mask_blend_ps(pos, _mm512_mul_ps(v, _mm512_set1_ps(LEAKY_RELU_SLOPE)), v);
+        }
+        return v;
+    }
+    __m512 hv = _mm512_maskz_loadu_ps(m, h);   /* EPI_BACKWARD: times act'(h) */
+    if (e->deriv_act == ACT_SIGMOID)
+        return _mm512_mul_ps(v, _mm512_mul_ps(hv, _mm512_sub_ps(_mm512_set1_ps(1.0f), hv)));
+    __mmask16 pos = _mm512_cmp_ps_mask(hv, _mm512_setzero_ps(), _CMP_GT_OQ);
+    __m512 neg = e->deriv_act == ACT_LEAKY_RELU ? _mm512_mul_ps(v, _mm512_set1_ps(LEAKY_RELU_SLOPE))
+                                                : _mm512_setzero_ps();
+    return _mm512_mask_blend_ps(pos, neg, v);
+}
+
+/* One mr x (16 nv) tile of C over the whole K: per k, nv vector loads of B, mr broadcasts
+ * of A, mr * nv fused multiply-adds (24 FMAs for 10 loads in the full 6 x 64 tile, so
+ * the FMA units, not the load ports, set the pace). mr and nv are compile-time
+ * constants at every call site, so unused rows and vectors vanish. The accumulators
+ * are named variables, not an array: GCC keeps an array of vectors in memory and
+ * stores it on every k. Only the last vector of a row may be partial (mask mlast). */
+#define TILE_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
+static inline __attribute__((always_inline)) void
+micro_tile(const int kind, const int mr, const int nv, int K, const float *restrict A, long a_row, long a_col,
+           const float *restrict B, long ldb, float *restrict C, long ldc, __mmask16 mlast,
+           const epilogue *e, int j, long h_off) {
+#define DECLARE(r) __m512 c##r##_0 = _mm512_setzero_ps(), c##r##_1 = c##r##_0, c##r##_2 = c##r##_0, c##r##_3 = c##r##_0;
+    TILE_ROWS(DECLARE)
+#undef DECLARE
+#define LOAD_B(v) (nv > v ? (nv - 1 == v ? _mm512_maskz_loadu_ps(mlast, bk + 16 * v) : _mm512_loadu_ps(bk + 16 * v)) \
+                          : _mm512_setzero_ps())
+    for (int k = 0; k < K; k++) {
+        const float *bk = B + (long)k * ldb;
+        __m512 b0 = LOAD_B(0), b1 = LOAD_B(1), b2 = LOAD_B(2), b3 = LOAD_B(3);
+        const float *a = A + (long)k * a_col;
+#define FMA_ROW(r) if (mr > r) { __m512 av = _mm512_set1_ps(a[r * a_row]); \
+                                 c##r##_0 = _mm512_fmadd_ps(av, b0, c##r##_0); \
+                                 if (nv > 1) c##r##_1 = _mm512_fmadd_ps(av, b1, c##r##_1); \
+                                 if (nv > 2) c##r##_2 = _mm512_fmadd_ps(av, b2, c##r##_2); \
+                                 if (nv > 3) c##r##_3 = _mm512_fmadd_ps(av, b3, c##r##_3); }
+        TILE_ROWS(FMA_ROW)
+#undef FMA_ROW
+    }
+#undef LOAD_B
+#define STORE_VEC(r, v) if (nv > v) { \
+        __mmask16 m = nv - 1 == v ? mlast : (__mmask16)0xFFFF; \
+        float *c = C + r * ldc + 16 * v; \
+        const float *bias = kind == EPI_FORWARD && e->bias ? e->bias + j + 16 * v : NULL; \
+        const float *h = kind == EPI_BACKWARD ? e->deriv + h_off + r * ldc + 16 * v : NULL; \
+        _mm512_mask_storeu_ps(c, m, epilogue_vec(kind, e, c##r##_##v, c, bias, h, m)); }
+#define STORE_ROW(r) if (mr > r) { STORE_VEC(r, 0) STORE_VEC(r, 1) STORE_VEC(r, 2) STORE_VEC(r, 3) }
+    TILE_ROWS(STORE_ROW)
+#undef STORE_ROW
+#undef STORE_VEC
+}
+
+#define TILE_CASE_NV(MRV) switch (nv) { \
+    case 4: micro_tile(kind, MRV, 4, K, Ai, a_row, a_col, B + j, ldb, Cij, ldc, mlast, e, j, h_off); break; \
+    case 3: micro_tile(kind, MRV, 3, K, Ai, a_row, a_col, B + j, ldb, Cij, ldc, mlast, e, j, h_off); break; \
+    case 2: micro_tile(kind, MRV, 2, K, Ai, a_row, a_col, B + j, ldb, Cij, ldc, mlast, e, j, h_off); break; \
+    default: micro_tile(kind, MRV, 1, K, Ai, a_row, a_col, B + j, ldb, Cij, ldc, mlast, e, j, h_off); break; }
+
+static inline __attribute__((always_inline)) void
+matmul_tiles(const int kind, int M, int N, int K, const float *A, long a_row, long a_col,
+             const float *B, long ldb, float *C, long ldc, const epilogue *e) {
+    for (int i = 0; i < M; i += MR) {
+        int mr = M - i < MR ? M - i : MR;
+        const float *Ai = A + (long)i * a_row;
+        for (int j = 0; j < N; j += NR) {
+            int nc = N - j < NR ? N - j : NR;
+            int nv = (nc + 15) / 16;
+            int tail = nc - 16 * (nv - 1);                       /* 1..16 columns */
+            __mmask16 mlast = (__mmask16)(tail == 16 ? 0xFFFF : (1u << tail) - 1);
+            float *Cij = C + (long)i * ldc + j;
+            long h_off = (long)i * ldc + j;
+            switch (mr) {
+            case 6: TILE_CASE_NV(6) break;
+            case 5: TILE_CASE_NV(5) break;
+            case 4: TILE_CASE_NV(4) break;
+            case 3: TILE_CASE_NV(3) break;
+            case 2: TILE_CASE_NV(2) break;
+            default: TILE_CASE_NV(1) break;
+            }
+        }
+    }
+}
+static void matmul_own(int M, int N, int K, const float *A, long a_row, long a_col,
+                       const float *B, long ldb, float *C, long ldc, const epilogue *e) {
+    if (e->accumulate) matmul_tiles(EPI_UPDATE, M, N, K, A, a_row, a_col, B, ldb, C, ldc, e);
+    else if (e->deriv) matmul_tiles(EPI_BACKWARD, M, N, K, A, a_row, a_col, B, ldb, C, ldc, e);
+    else matmul_tiles(EPI_FORWARD, M, N, K, A, a_row, a_col, B, ldb, C, ldc, e);
+}
+#else
+/* Portable path: the same tiling with plain loops the compiler vectorizes along j. */
+#define MR 4
+#define NR 32
+static void matmul_own(int M, int N, int K, const float *A, long a_row, long a_col,
+                       const float *B, long ldb, float *C, long ldc, const epilogue *e) {
+    for (int i = 0; i < M; i += MR) {
+        int mr = M - i < MR ? M - i : MR;
+        for (int j = 0; j < N; j += NR) {
+            int nc = N - j < NR ? N - j : NR;
+            float acc[MR][NR];
+            memset(acc, 0, sizeof acc);
+            for (int k = 0; k < K; k++) {
+                const float *restrict b = B + (long)k * ldb + j;
+                for (int r = 0; r < mr; r++) {
+                    float a = A[(long)(i + r) * a_row + (long)k * a_col];
+                    for (int c = 0; c < nc; c++) acc[r][c] = fmaf(a, b[c], acc[r][c]);
+                }
+            }
+            for (int r = 0; r < mr; r++)
+                for (int c = 0; c < nc; c++) {
+                    long at = (long)(i + r) * ldc + j + c;
+                    C[at] = epilogue_one(e, acc[r][c], C[at], j + c, e->deriv ? e->deriv[at] : 0.0f);
+                }
+        }
+    }
+}
+#endif
+
+static void matmul(int M, int N, int K, const float *A, long a_row, long a_col,
+                   const float *B, long ldb, float *C, long ldc, const epilogue *e) {
+    matmul_own(M, N, K, A, a_row, a_col, B, ldb, C, ldc, e);
+}
+
+/* dst[cols x rows] = src[rows x cols]^T, in 16 x 16 blocks so that both the reads and
+ * the strided writes stay within a few cache lines (a plain loop spends more time here
+ * than the backward product it prepares). */
+static void transpose(const float *restrict src, int rows, int cols, float *restrict dst) {
+    enum { BLOCK = 16 };
+    for (int i0 = 0; i0 < rows; i0 += BLOCK)
+        for (int j0 = 0; j0 < cols; j0 += BLOCK) {
+            int i1 = i0 + BLOCK < rows ? i0 + BLOCK : rows, j1 = j0 + BLOCK < cols ? j0 + BLOCK : cols;
+            for (int j = j0; j < j1; j++)
+                for (int i = i0; i < i1; i++) dst[(long)j * rows + i] = src[(long)i * cols + j];
+        }
+}
+
+// ----------------------------------------------------------------------------
+// model: one contiguous parameter buffer with per-layer views, and a gradient buffer
+// laid out exactly like it (so one MPI call covers every layer, or one contiguous
+// segment per layer)
+//
+// Layer l (1..L) maps size[l-1] inputs to size[l] outputs: W[l] is size[l-1] x size[l]
+// row-major (so the forward product is act[l-1] . W[l]), b[l] has size[l] entries.
+
+typedef struct {
+    int n_layers;                 /* L: hidden layers + output layer */
+    int size[MAX_LAYERS + 1];     /* size[0] = inputs, size[L] = 10 classes */
+    int activation;               /* of the hidden layers */
+    long n_params;                /* trainable parameters */
+    long params_alloc;            /* floats in params, with padding that aligns each view */
+    float *params;                /* all W and b, layer by layer: W1 b1 W2 b2 ... */
+    float *W[MAX_LAYERS + 1], *b[MAX_LAYERS + 1];
+    float *grad;                  /* gradient sums, same layout as params (padding stays 0) */
+    float *gW[MAX_LAYERS + 1], *gb[MAX_LAYERS + 1];
+    /* work buffers, sized for max_rows samples */
+    int max_rows;
+    float *act[MAX_LAYERS + 1];   /* act[0] = input batch, act[L] = logits, then dZ of the output */
+    float *delta[MAX_LAYERS + 1]; /* dL/dZ of hidden layer l */
+    float *wt;                    /* transposed weights for the backward product */
+} mlp;
+
+/* Every buffer starts on a 64-byte boundary: a misaligned 64-byte vector load spans
+ * two cache lines, which costs a quarter of the kernel's speed. */
+static float *alloc_floats(long n) {
+    size_t bytes = ((size_t)n * sizeof(float) + 63) / 64 * 64;
+    return aligned_alloc(64, bytes ? bytes : 64);
+}
+#define PAD16(n) (((n) + 15L) / 16 * 16)   /* floats: keep each view 64-byte aligned */
+
+static int mlp_init(mlp *m, int inputs, const train_options *o, int max_rows) {
+    memset(m, 0, sizeof *m);
+    m->n_layers = o->n_hidden + 1;
+    m->size[0] = inputs;
+    for (int l = 1; l <= o->n_hidden; l++) m->size[l] = o->hidden[l - 1];
+    m->size[m->n_layers] = IDX_CLASSES;
+    m->activation = o->activation;
+    m->max_rows = max_rows;
+    long widest = 0;
+    for (int l = 1; l <= m->n_layers; l++) {
+        m->n_params += (long)m->size[l - 1] * m->size[l] + m->size[l];
+        m->params_alloc += PAD16((long)m->size[l - 1] * m->size[l]) + PAD16(m->size[l]);
+        long w = (long)m->size[l - 1] * m->size[l];
+        if (w > widest) widest = w;
+    }
+    m->params = alloc_floats(m->params_alloc);
+    m->grad = alloc_floats(m->params_alloc);
+    m->wt = alloc_floats(widest);
+    if (!m->params || !m->grad || !m->wt) return -1;
+    memset(m->params, 0, sizeof(float) * (size_t)m->params_alloc);   /* padding stays zero */
+    memset(m->grad, 0, sizeof(float) * (size_t)m->params_alloc);
+    float *p = m->params, *g = m->grad;
+    for (int l = 1; l <= m->n_layers; l++) {
+        long nw = PAD16((long)m->size[l - 1] * m->size[l]), nb = PAD16(m->size[l]);
+        m->W[l] = p; m->gW[l] = g; p += nw; g += nw;
+        m->b[l] = p; m->gb[l] = g; p += nb; g += nb;
+        prng_init_dense(m->W[l], m->size[l - 1], m->size[l], l, l == m->n_layers, o->seed);
+        memset(m->b[l], 0, sizeof(float) * (size_t)m->size[l]);
+    }
+    for (int l = 0; l <= m->n_layers; l++) {
+        m->act[l] = alloc_floats((long)max_rows * m->size[l]);
+        m->delta[l] = alloc_floats((long)max_rows * m->size[l]);
+        if (!m->act[l] || !m->delta[l]) return -1;
+    }
+    return 0;
+}
+
+static void mlp_free(mlp *m) {
+    free(m->params); free(m->grad); free(m->wt);
+    for (int l = 0; l <= m->n_layers; l++) { free(m->act[l]); free(m->delta[l]); }
+}
+
+/* floats of layer l's segment (W then b, with their padding) in params and grad */
+static long layer_floats(const mlp *m, int l) {
+    return PAD16((long)m->size[l - 1] * m->size[l]) + PAD16(m->size[l]);
+}
+
+/* model FLOP per training sample: forward 2*in*out per layer, weight gradients the
+ * same, input gradients for every layer but the first (elementwise work not counted) */
+static double mlp_flops_per_sample(const mlp *m) {
+    double f = 0;
+    for (int l = 1; l <= m->n_layers; l++) {
+        double io = (double)m->size[l - 1] * m->size[l];
+        f += 4 * io + (l > 1 ? 2 * io : 0);
+    }
+    return f;
+}
+
+// ----------------------------------------------------------------------------
+// forward
+
+static void sigmoid_inplace(float *x, long n) {
+    for (long i = 0; i < n; i++) x[i] = 1.0f / (1.0f + expf(-x[i]));
+}
+
+/* act[l] = activation(act[l-1] . W[l] + b[l]); the last layer leaves logits. */
+static void dense_forward(mlp *m, int l, int rows) {
+    int in = m->size[l - 1], out = m->size[l];
+    int hidden = l < m->n_layers;
+    epilogue e = EPI_PLAIN;
+    e.bias = m->b[l];
+    if (hidden && m->activation != ACT_SIGMOID) e.act = m->activation;
+    matmul(rows, out, in, m->act[l - 1], in, 1, m->W[l], out, m->act[l], out, &e);
+    if (hidden && m->activation == ACT_SIGMOID) sigmoid_inplace(m->act[l], (long)rows * out);
+}
+
+static void mlp_forward(mlp *m, int rows) {
+    for (int l = 1; l <= m->n_layers; l++) dense_forward(m, l, rows);
+}
+
+/* Softmax + cross-entropy on the logits in place: leaves dL/dlogits = p - onehot
+ * (per sample, not yet divided by the batch size). Returns the summed loss (double)
+ * and counts correct argmax predictions. */
+static double softmax_xent(float *restrict z, const unsigned char *restrict y, int rows, int classes,
+                           long *correct) {
+    double loss = 0.0;
+    for (int i = 0; i < rows; i++) {
+        float *zi = z + (long)i * classes;
+        int best = 0;
+        float mx = zi[0];
+        for (int c = 1; c < classes; c++) if (zi[c] > mx) { mx = zi[c]; best = c; }
+        float zy = zi[y[i]] - mx;
+        float sum = 0.0f;
+        for (int c = 0; c < classes; c++) { zi[c] = expf(zi[c] - mx); sum += zi[c]; }
+        /* -log p_y = log(sum) - (z_y - max): finite even when p_y underflows */
+        loss += (double)logf(sum) - (double)zy;
+        float inv = 1.0f / sum;
+        for (int c = 0; c < classes; c++) zi[c] *= inv;
+        zi[y[i]] -= 1.0f;
+        *correct += best == y[i];
+    }
+    return loss;
+}
+
+// ----------------------------------------------------------------------------
+// backward: the plain gradient sums of this rank's rows into grad (nothing updated yet)
+
+static void grad_ready(mlp *m, int l);   /* communication: layer l's gradient is complete */
+static void comm_progress(void);         /* communication: let started transfers advance */
+
+/* Layer l with dZ (dL/d pre-activation) in dz: first its gradient sums
+ * gW[l] = act[l-1]^T . dz and gb[l] = column sums of dz (serial's product and loop, with
+ * the plain epilogue where serial fuses the update), then the gradient for the layer
+ * below, which needs W[l]: unchanged until every layer's gradient has been exchanged.
+ * rows may be 0 (this rank's part of a short last batch): the sums are then zero. */
+static void dense_backward(mlp *m, int l, const float *dz, int rows) {
+    int in = m->size[l - 1], out = m->size[l];
+    /* gW[l] = act[l-1]^T . dz */
+    matmul(in, out, rows, m->act[l - 1], 1, in, dz, out, m->gW[l], out, &EPI_PLAIN);
+    /* gb[l] = column sums of dz */
+    float *restrict db = m->gb[l];
+    for (int j = 0; j < out; j++) db[j] = 0.0f;
+    for (int i = 0; i < rows; i++) {
+        const float *restrict d = dz + (long)i * out;
+        for (int j = 0; j < out; j++) db[j] += d[j];
+    }
+    grad_ready(m, l);
+    if (l > 1) {
+        /* delta[l-1] = (dz . W^T) * act'(act[l-1]) */
+        transpose(m->W[l], in, out, m->wt);
+        epilogue e = EPI_PLAIN;
+        e.deriv = m->act[l - 1];
+        e.deriv_act = m->activation;
+        matmul(rows, in, out, dz, out, 1, m->wt, in, m->delta[l - 1], in, &e);
+        comm_progress();
+    }
+}
+
+// ----------------------------------------------------------------------------
+// communication: every MPI call is checked and timed
+
+static double comm_seconds;      /* inside MPI calls during training, since the last reset */
+static int sync_mode;            /* --sync */
+static MPI_Request pending[MAX_LAYERS];   /* overlap: one Iallreduce per layer in flight */
+static int n_pending;
+
+/* A failed MPI call (MPI_ERRORS_RETURN): one line naming the rank, the call and MPI's
+ * message, then the whole job ends (MPI_Abort), so no rank waits forever in a collective. */
+static void mpi_check(int rc, const char *call) {
+    if (rc == MPI_SUCCESS) return;
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) snprintf(msg, sizeof msg, "error code %d", rc);
+    fprintf(stderr, PROGRAM ": rank %d: %s failed: %s\n", rank, call, msg);
+    fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    exit(1);
+}
+/* COMM(MPI_Allreduce, (args)): call, check, add the seconds to comm_seconds */
+#define COMM(fn, args) do { double t_ = timer_now(); mpi_check(fn args, #fn); \
+                            comm_seconds += timer_now() - t_; } while (0)
+
+/* Set-up errors (data files, memory): if any rank failed, the lowest failing rank prints
+ * its one-line message and every rank exits with status 2. */
+static void agree_or_die(int failed, const char *msg, int status) {
+    int mine = failed ? rank : nranks, lowest = nranks;
+    mpi_check(MPI_Allreduce(&mine, &lowest, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce");
+    if (lowest == nranks) return;
+    if (rank == lowest) fprintf(stderr, PROGRAM ": %s\n", msg);
+    exit(status);
+}
+
+static void grad_ready(mlp *m, int l) {
+    if (sync_mode != SYNC_OVERLAP) return;
+    COMM(MPI_Iallreduce, (MPI_IN_PLACE, m->gW[l], (int)layer_floats(m, l), MPI_FLOAT, MPI_SUM,
+                          MPI_COMM_WORLD, &pending[n_pending]));
+    n_pending++;
+}
+
+/* OpenMPI progresses non-blocking collectives only inside MPI calls (no progress thread
+ * by default), so the overlapped variant pokes them between products. */
+static void comm_progress(void) {
+    if (sync_mode != SYNC_OVERLAP || n_pending == 0) return;
+    int done = 0;
+    COMM(MPI_Testall, (n_pending, pending, &done, MPI_STATUSES_IGNORE));
+}
+
+// ----------------------------------------------------------------------------
+// update: serial's formula, W = fmaf(-lr/B, g, W) with B the global batch
+
+static void sgd_update(mlp *m, float scale) {
+    float *restrict p = m->params;
+    const float *restrict g = m->grad;
+    for (long i = 0; i < m->params_alloc; i++) p[i] = fmaf(scale, g[i], p[i]);
+}
+
+/* After backward: sum the gradients over the ranks and apply them (--sync). */
+static void exchange_and_update(mlp *m, float scale) {
+    int n = (int)m->params_alloc;
+    switch (sync_mode) {
+    case SYNC_ALLREDUCE:
+        COMM(MPI_Allreduce, (MPI_IN_PLACE, m->grad, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+        sgd_update(m, scale);
+        break;
+    case SYNC_REDUCE_BCAST:
+        COMM(MPI_Reduce, (rank == 0 ? MPI_IN_PLACE : m->grad, m->grad, n, MPI_FLOAT, MPI_SUM, 0, MPI_COMM_WORLD));
+        if (rank == 0) sgd_update(m, scale);
+        COMM(MPI_Bcast, (m->params, n, MPI_FLOAT, 0, MPI_COMM_WORLD));
+        break;
+    default: /* SYNC_OVERLAP: the per-layer sums were started in backward */
+        COMM(MPI_Waitall, (n_pending, pending, MPI_STATUSES_IGNORE));
+        n_pending = 0;
+        sgd_update(m, scale);
+        break;
+    }
+}
+
+/* One SGD step on this rank's `rows` rows (already in act[0]) of a global batch of
+ * batch_rows rows; returns this rank's summed loss. */
+static double train_step(mlp *m, const unsigned char *y, int rows, int batch_rows, float lr, long *correct) {
+    int L = m->n_layers;
+    mlp_forward(m, rows);
+    double loss = softmax_xent(m->act[L], y, rows, m->size[L], correct);
+    dense_backward(m, L, m->act[L], rows);
+    for (int l = L - 1; l >= 1; l--) dense_backward(m, l, m->delta[l], rows);
+    float scale = -lr / (float)batch_rows;
+    exchange_and_update(m, scale);
+    return loss;
+}
+
+// ----------------------------------------------------------------------------
+// data movement and evaluation
+
+/* rank r's contiguous part [*lo, *lo + *count) of n items: sizes differ by at most one */
+static void shard(long n, int r, int p, long *lo, long *count) {
+    long base = n / p, rem = n % p;
+    *lo = r * base + (r < rem ? r : rem);
+    *count = base + (r < rem ? 1 : 0);
+}
+
+static void gather_batch(const dataset *d, const uint32_t *idx, int rows, float *x, unsigned char *y) {
+    size_t bytes = sizeof(float) * (size_t)d->features;
+    for (int r = 0; r < rows; r++) {
+        memcpy(x + (size_t)r * d->features, d->x + (size_t)idx[r] * d->features, bytes);
+        y[r] = d->y[idx[r]];
+    }
+}
+
+static int argmax10(const float *z, int classes) {
+    int best = 0;
+    for (int c = 1; c < classes; c++) if (z[c] > z[best]) best = c;
+    return best;
+}
+
+/* Correct predictions on the samples of d (this rank's test shard; may be empty);
+ * predictions optional. */
+static long evaluate(mlp *m, const dataset *d, unsigned char *predictions) {
+    int L = m->n_layers, classes = m->size[L];
+    long correct = 0;
+    for (long start = 0; start < d->n; start += m->max_rows) {
+        int rows = (int)(d->n - start < m->max_rows ? d->n - start : m->max_rows);
+        memcpy(m->act[0], d->x + (size_t)start * d->features, sizeof(float) * (size_t)rows * d->features);
+        mlp_forward(m, rows);
+        for (int i = 0; i < rows; i++) {
+            int p = argmax10(m->act[L] + (long)i * classes, classes);
+            correct += p == d->y[start + i];
+            if (predictions) predictions[start + i] = (unsigned char)p;
+        }
+    }
+    return correct;
+}
+
+static void print_predictions(const dataset *d, const unsigned char *pred, int k) {
+    static const char shades[] = " .:-=+*#%@";
+    int step = d->side > 28 ? d->side / 28 : 1;
+    for (int s = 0; s < k && s < d->n; s++) {
+        printf("test image %d: predicted %d, true %d%s\n", s, pred[s], d->y[s], pred[s] == d->y[s] ? "" : "  <-- wrong");
+        for (int r = 0; r < d->side; r += step) {
+            for (int c = 0; c < d->side; c += step) {
+                float v = d->x[(size_t)s * d->features + (size_t)r * d->side + c];
+                int q = (int)(v * 9.999f);
+                putchar(shades[q < 0 ? 0 : q > 9 ? 9 : q]);
+            }
+            putchar('\n');
+        }
+    }
+}
+
+/* FNV-1a of the parameter bytes: equal on every rank iff the replicas are identical */
+static uint64_t params_hash(const mlp *m) {
+    const unsigned char *p = (const unsigned char *)m->params;
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < sizeof(float) * (size_t)m->params_alloc; i++) h = (h ^ p[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* --dump-params: W1 b1 W2 b2 ... as raw float32, without the alignment padding */
+static int dump_params(const mlp *m, const char *path, char *err, size_t errlen) {
+    FILE *f = fopen(path, "wb");
+    if (!f) { snprintf(err, errlen, "--dump-params %s: cannot create the file", path); return -1; }
+    int ok = 1;
+    for (int l = 1; l <= m->n_layers; l++) {
+        size_t nw = (size_t)m->size[l - 1] * (size_t)m->size[l], nb = (size_t)m->size[l];
+        ok &= fwrite(m->W[l], sizeof(float), nw, f) == nw && fwrite(m->b[l], sizeof(float), nb, f) == nb;
+    }
+    if (fclose(f) || !ok) { snprintf(err, errlen, "--dump-params %s: write failed", path); return -1; }
+    return 0;
+}
+
+// ----------------------------------------------------------------------------
+// main
+
+/* exit() anywhere (bad flags on every rank, --help) still finalizes MPI, so mpirun sees
+ * a clean exit with our status instead of a process "exiting improperly" */
+static void finalize_at_exit(void) {
+    int init = 0, fin = 0;
+    MPI_Initialized(&init);
+    MPI_Finalized(&fin);
+    if (init && !fin) MPI_Finalize();
+}
+
+#ifndef TESTING
+int main(int argc, char **argv) {
+    if (MPI_Init(&argc, &argv) != MPI_SUCCESS) { fprintf(stderr, PROGRAM ": MPI_Init failed\n"); return 1; }
+    atexit(finalize_at_exit);
+    mpi_check(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+    mpi_check(MPI_Comm_rank(MPI_COMM_WORLD, &rank), "MPI_Comm_rank");
+    mpi_check(MPI_Comm_size(MPI_COMM_WORLD, &nranks), "MPI_Comm_size");
+    mpi_options mo;
+    parse_options(&mo, argc, argv);
+    train_options *o = &mo.common;
+    sync_mode = mo.sync;
+    char err[IDX_ERR_LEN] = "";
+
+    /* data: every rank checks the files; the sizes decide the same errors on every rank */
+    long train_avail = 0, test_avail = 0;
+    int bad = dataset_count(o->data_dir, "train", &train_avail, err, sizeof err) ||
+              dataset_count(o->data_dir, "t10k", &test_avail, err, sizeof err);
+    agree_or_die(bad, err, 2);
+    if (o->train_n > train_avail) die_all("--train %ld: %s holds only %ld training samples", o->train_n, o->data_dir, train_avail);
+    if (o->test_n > test_avail) die_all("--test %ld: %s holds only %ld test samples", o->test_n, o->data_dir, test_avail);
+    long train_n = o->train_n ? o->train_n : train_avail;
+    long test_n = o->test_n ? o->test_n : test_avail;
+    if (nranks > train_n)
+        die_all("%d ranks but only %ld training samples: every rank needs at least one (fewer ranks or a larger --train)", nranks, train_n);
+    if (mo.batch_per_rank) {
+        o->batch = mo.batch_per_rank * nranks;
+        if (o->batch > train_n)
+            die_all("--batch-per-rank %ld: %d ranks x %ld = %ld rows is larger than the %ld training samples",
+                    mo.batch_per_rank, nranks, mo.batch_per_rank, o->batch, train_n);
+    }
+    if (o->batch_full) o->batch = train_n;
+    if (o->batch > train_n) die_all("--batch %ld is larger than the %ld training samples", o->batch, train_n);
+    if (o->batch < nranks)
+        die_all("--batch %ld is smaller than the %d ranks: every rank needs at least one row of each mini-batch", o->batch, nranks);
+    long test_lo, test_count;   /* this rank's test shard (empty when ranks > test samples) */
+    shard(test_n, rank, nranks, &test_lo, &test_count);
+    dataset train = {0}, test = {0};
+    bad = dataset_load(o->data_dir, "train", 0, train_n, o->image_size, &train, err, sizeof err);
+    if (!bad && test_count > 0)
+        bad = dataset_load(o->data_dir, "t10k", test_lo, test_count, o->image_size, &test, err, sizeof err);
+    agree_or_die(bad, err, 2);
+
+    /* model: rank r holds at most ceil(B / P) rows of a batch */
+    mlp m;
+    long rank_rows = (o->batch + nranks - 1) / nranks;
+    int max_rows = (int)(rank_rows > EVAL_BATCH ? rank_rows : EVAL_BATCH);
+    uint32_t *order = malloc(sizeof(uint32_t) * (size_t)train_n);
+    unsigned char *batch_y = malloc((size_t)max_rows);
+    double *loss_curve = malloc(sizeof(double) * (size_t)o->epochs);
+    double *acc_curve = malloc(sizeof(double) * (size_t)o->epochs);
+    double *epoch_sec = malloc(sizeof(double) * (size_t)o->epochs);
+    double *comm_sec = malloc(sizeof(double) * (size_t)o->epochs);
+    bad = mlp_init(&m, train.features, o, max_rows) || !order || !batch_y || !loss_curve || !acc_curve ||
+          !epoch_sec || !comm_sec;
+    agree_or_die(bad, "out of memory", 1);
+    if (m.params_alloc > INT_MAX) die_all("--hidden: %ld parameters are more than one MPI message can count", m.params_alloc);
+    char hidden[128], dname[256], variant[64];
+    options_hidden_string(o, hidden, sizeof hidden);
+    options_dataset_name(o, dname, sizeof dname);
+    snprintf(variant, sizeof variant, "%s", SYNC_NAMES[mo.sync]);
+    double flops_epoch = mlp_flops_per_sample(&m) * (double)train_n;
+    if (rank == 0) {
+        printf("mpi: %s MLP %d", options_activation_name(o->activation), m.size[0]);
+        for (int l = 1; l <= m.n_layers; l++) printf("-%d", m.size[l]);
+        printf(" (%ld parameters), %s: %ld train / %ld test, %dx%d, batch %ld (%ld..%ld per rank%s), lr %g, seed %llu,"
+               " sync %s, %d ranks\n",
+               m.n_params, o->data_dir, train_n, test_n, train.side, train.side, o->batch, o->batch / nranks,
+               rank_rows, mo.batch_per_rank ? ", --batch-per-rank" : "", o->lr, (unsigned long long)o->seed,
+               variant, nranks);
+        fflush(stdout);
+    }
+
+    /* training */
+    double t_start = timer_now();
+    for (int epoch = 1; epoch <= o->epochs; epoch++) {
+        prng_permutation(order, (uint32_t)train_n, o->seed, (uint64_t)epoch);
+        comm_seconds = 0.0;
+        double t0 = timer_now(), loss_sum = 0.0;
+        long correct = 0;
+        for (long start = 0; start < train_n; start += o->batch) {
+            int rows = (int)(train_n - start < o->batch ? train_n - start : o->batch);
+            long lo, count;   /* this rank's rows of the global batch */
+            shard(rows, rank, nranks, &lo, &count);
+            gather_batch(&train, order + start + lo, (int)count, m.act[0], batch_y);
+            loss_sum += train_step(&m, batch_y, (int)count, rows, (float)o->lr, &correct);
+        }
+        double seconds = timer_now() - t0, comm = comm_seconds;
+        long test_correct = evaluate(&m, &test, NULL);
+        /* totals over the ranks (every rank gets them, so all stop together on divergence) */
+        double mine[4] = { loss_sum, (double)correct, (double)test_correct, comm }, sum[4], slowest;
+        mpi_check(MPI_Allreduce(mine, sum, 4, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
+        mpi_check(MPI_Allreduce(&seconds, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
+        epoch_sec[epoch - 1] = slowest;
+        comm_sec[epoch - 1] = sum[3] / nranks;
+        loss_curve[epoch - 1] = sum[0] / (double)train_n;
+        acc_curve[epoch - 1] = 100.0 * sum[2] / (double)test_n;
+        if (!isfinite(loss_curve[epoch - 1])) {
+            if (rank == 0)
+                fprintf(stderr, PROGRAM ": training diverged at epoch %d (loss %g); lower --lr\n", epoch, loss_curve[epoch - 1]);
+            return 1;
+        }
+        if (!o->quiet && rank == 0)
+            printf("epoch %d/%d  loss %.6f  train_acc %.2f%%  test_acc %.2f%%  time %.3f s  %.1fk samples/s  comm %.3f s\n",
+                   epoch, o->epochs, loss_curve[epoch - 1], 100.0 * sum[1] / (double)train_n,
+                   acc_curve[epoch - 1], epoch_sec[epoch - 1], (double)train_n / epoch_sec[epoch - 1] / 1e3,
+                   comm_sec[epoch - 1]);
+        fflush(stdout);
+    }
+    double total = timer_now() - t_start;
+
+    /* the replicas must be bit-identical (every rank applied the same sums) */
+    unsigned long long h = params_hash(&m), hmin, hmax;
+    mpi_check(MPI_Allreduce(&h, &hmin, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce");
+    mpi_check(MPI_Allreduce(&h, &hmax, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
+    if (hmin != hmax) {
+        if (rank == 0) fprintf(stderr, PROGRAM ": the model replicas differ between ranks after training (the reduction gave ranks different sums); no result written\n");
+        return 1;
+    }
+
+    /* results: rank 0 alone */
+    int status = 0;
+    if (rank == 0) {
+        double median = o->epochs > 1 ? results_median(epoch_sec + 1, o->epochs - 1) : epoch_sec[0];
+        double comm_median = o->epochs > 1 ? results_median(comm_sec + 1, o->epochs - 1) : comm_sec[0];
+        result_row row = {
+            .program = PROGRAM, .variant = variant, .ranks = nranks, .threads = 1,
+            .omp_wait_policy = getenv("OMP_WAIT_POLICY") ? getenv("OMP_WAIT_POLICY") : "",
+            .dataset = dname, .image_size = train.side, .train_n = train_n, .test_n = test_n,
+            .hidden = hidden, .activation = options_activation_name(o->activation), .batch = o->batch,
+            .epochs = o->epochs, .lr = o->lr, .seed = o->seed, .epoch_seconds_median = median,
+            .total_seconds = total, .comm_seconds = comm_median, .sync_seconds = 0.0,
+            .samples_per_second = (double)train_n / median,
+            .gflops = flops_epoch / median / 1e9, .final_train_loss = loss_curve[o->epochs - 1],
+            .test_accuracy = acc_curve[o->epochs - 1], .train_loss_curve = loss_curve,
+            .test_acc_curve = acc_curve, .epoch_seconds = epoch_sec, .n_curve = o->epochs,
+        };
+        if (o->predict) {   /* rank 0 shows the first K test images, whichever shard holds them */
+            dataset first;
+            long k = o->predict < test_n ? o->predict : test_n;
+            unsigned char *pred = malloc((size_t)k);
+            if (!pred || dataset_load(o->data_dir, "t10k", 0, k, o->image_size, &first, err, sizeof err)) {
+                fprintf(stderr, PROGRAM ": %s\n", pred ? err : "out of memory");
+                return 1;
+            }
+            evaluate(&m, &first, pred);
+            print_predictions(&first, pred, (int)k);
+            dataset_free(&first);
+            free(pred);
+        }
+        if (mo.dump_params && dump_params(&m, mo.dump_params, err, sizeof err)) status = 1;
+        else if (results_append(o->csv, &row, err, sizeof err)) status = 1;
+        if (status) fprintf(stderr, PROGRAM ": %s\n", err);
+        else
+            printf("mpi: %s | %d ranks | %d epochs | epoch median %.3f s | comm %.3f s (%.0f%%) | %.1fk samples/s |"
+                   " %.1f GFLOP/s | loss %.4f | test acc %.2f%% | replicas identical | csv %s\n",
+                   variant, nranks, o->epochs, median, comm_median, 100.0 * comm_median / median,
+                   row.samples_per_second / 1e3, row.gflops, row.final_train_loss, row.test_accuracy,
+                   strcmp(o->csv, "none") ? o->csv : "(none)");
+    }
+
+    mlp_free(&m);
+    dataset_free(&train);
+    if (test_count > 0) dataset_free(&test);
+    free(order); free(batch_y); free(loss_curve); free(acc_curve); free(epoch_sec); free(comm_sec);
+    return status;
+}
+#endif

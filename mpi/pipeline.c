@@ -1,0 +1,923 @@
+/*
+ * mpi/pipeline.c — model-parallel trainer: the MLP's layers split across P MPI ranks,
+ * GPipe-style pipelining of micro-batches.
+ *
+ * Strategy: rank s (a "stage") holds only layers first_s..last_s of the network
+ * (--split chooses the boundaries; by default the split that balances the FLOPs best).
+ * Each mini-batch of --batch B rows is cut into --microbatches M contiguous
+ * micro-batches (sizes differing by at most one). Forward: stage s receives a
+ * micro-batch's activations from stage s-1, runs its layers on it and sends the result
+ * to stage s+1 at once, so while stage s+1 works on micro-batch k, stage s already
+ * works on k+1 (fill). The last stage computes softmax + cross-entropy. Backward, in
+ * reverse order of the micro-batches: stage s receives dL/dZ of its last layer from
+ * stage s+1, accumulates its weight and bias gradient sums over the micro-batches and
+ * sends dL/dZ of the layer below its first layer to stage s-1 (drain). After the last
+ * micro-batch every stage applies serial's update W = fmaf(-lr/B, g, W) to its own
+ * layers, once per mini-batch. Every stage computes exactly what serial computes for
+ * its layers; only the summation of the gradient over micro-batches adds rounding, so
+ * with M = 1 the result is serial's bit for bit, for any P.
+ * Communicated: per micro-batch and stage boundary, the activations forward and the
+ * gradient backward (rows x width floats each way), MPI_Isend/MPI_Irecv (receives
+ * posted ahead for the whole mini-batch); no collective during training.
+ * Bubble: a stage is idle while it waits for a neighbour. Measured per stage as
+ * 1 - (its compute seconds) / (epoch seconds), printed next to GPipe's (P-1)/(M+P-1),
+ * which assumes equally heavy stages; the CSV's sync_seconds holds the idle seconds
+ * per epoch summed over the stages (median of epochs 2..E).
+ * Data: stage 0 loads the images, the last stage the labels (the loader reads both);
+ * middle stages load nothing. The test set goes through the same pipeline.
+ * Threads: one per rank (MPI_Init). Errors: MPI_ERRORS_RETURN, every call checked; a
+ * failing call prints one line and MPI_Abort()s the job. Bad flags or data: rank 0
+ * prints the one-line error, every rank exits with status 2.
+ *
+ * Compile: make mpi/pipeline   (mpicc -std=c11 -O3 -march=native mpi/pipeline.c common/... -lz -lm)
+ * Run:     scripts/mpirun.sh 2 mpi/pipeline --data data/fashion --batch 512 --microbatches 8
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <mpi.h>
+
+#include "idx.h"
+#include "options.h"
+#include "prng.h"
+#include "results.h"
+#include "timer.h"
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+#define PROGRAM "pipeline"
+#define MAX_LAYERS (OPT_MAX_HIDDEN + 1)
+#define EVAL_BATCH 512          /* rows per forward pass when evaluating */
+
+static int rank = 0, nranks = 1;   /* this process = stage `rank` of nranks */
+
+// ----------------------------------------------------------------------------
+// options: the common flags (common/options.h) plus this trainer's own
+
+typedef struct {
+    train_options common;
+    int microbatches;           /* --microbatches M */
+    int split[MAX_LAYERS];      /* --split: last layer of stages 0..P-2 */
+    int n_split;                /* entries given (0: balanced default) */
+} pipeline_options;
+
+static void usage(void) {
+    printf("Usage: scripts/mpirun.sh P mpi/pipeline [options]   (or mpirun -np P mpi/pipeline ...)\n"
+           "Trains an MLP on MNIST-style IDX data with its layers split across P MPI ranks\n"
+           "(pipeline model parallelism, GPipe schedule). P <= number of layers.\n\n");
+    options_usage_common();
+    printf("Pipeline:\n"
+           "  --microbatches M      micro-batches per mini-batch [4]\n"
+           "  --split A,B,...       the last layer of each stage but the last (P-1 increasing\n"
+           "                        numbers in 1..L-1; e.g. 1 for P = 2: layer 1 | layers 2..L)\n"
+           "                        [the split with the smallest largest-stage FLOPs]\n");
+}
+
+static void parse_split(pipeline_options *o, const char *value) {
+    const char *p = value;
+    o->n_split = 0;
+    while (*p) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || (*end && *end != ',') || v < 1 || v > MAX_LAYERS)
+            options_die(PROGRAM, "--split: expected layer numbers like 1,2, got '%s'", value);
+        if (o->n_split == MAX_LAYERS - 1) options_die(PROGRAM, "--split: too many boundaries in '%s'", value);
+        o->split[o->n_split++] = (int)v;
+        p = *end ? end + 1 : end;
+        if (*end && !*p) options_die(PROGRAM, "--split: trailing ',' in '%s'", value);
+    }
+    if (!o->n_split) options_die(PROGRAM, "--split: expected layer numbers like 1,2, got ''");
+}
+
+/* Ranks other than 0 parse with stderr muted: the flags are the same on every rank, so
+ * rank 0 alone prints options_die()'s one-line error; every rank exits with status 2
+ * (and finalizes MPI from the atexit handler). */
+static void parse_options(pipeline_options *o, int argc, char **argv) {
+    options_defaults(&o->common);
+    o->microbatches = 4;
+    o->n_split = 0;
+    int saved = -1;
+    if (rank != 0) {
+        fflush(stderr);
+        saved = dup(2);
+        int devnull = open("/dev/null", O_WRONLY);
+        if (devnull >= 0) { dup2(devnull, 2); close(devnull); }
+    }
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { if (rank == 0) usage(); exit(0); }
+        if (!strcmp(argv[i], "--microbatches")) {
+            o->microbatches = (int)options_long(PROGRAM, argv[i], options_value(PROGRAM, argc, argv, &i), 1, 1000000);
+            continue;
+        }
+        if (!strcmp(argv[i], "--split")) { parse_split(o, options_value(PROGRAM, argc, argv, &i)); continue; }
+        if (options_parse_common(&o->common, PROGRAM, argc, argv, &i)) continue;
+        options_die(PROGRAM, "unknown option '%s'", argv[i]);
+    }
+    if (saved >= 0) { fflush(stderr); dup2(saved, 2); close(saved); }
+}
+
+/* An error every rank detects alike (a flag against the data): rank 0 prints it as
+ * options_die() would, every rank exits 2. */
+static void die_all(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die_all(const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (rank == 0) options_die(PROGRAM, "%s", msg);
+    exit(2);
+}
+
+// ----------------------------------------------------------------------------
+// matrix products: C[M x N] (=|+=) alpha * op(A) . B, then an epilogue
+//
+// op(A)[i][k] = A[i * a_row + k * a_col]: a row-major A is (a_row = lda, a_col = 1);
+// the transpose of a row-major K x M matrix is (a_row = 1, a_col = lda). B is row-major
+// K x N with leading dimension ldb. The epilogue, applied while C is in registers:
+//   accumulate  C = C + alpha * acc (one fused multiply-add; the SGD update), else
+//               C = alpha * acc
+//   bias        + bias[j]                          (forward)
+//   act         relu / leaky-relu of the result    (forward)
+//   deriv       times act'(H[i][j]) where H has C's shape and ldc (backward)
+// Three combinations are used and supported: accumulate alone (update), bias and/or
+// act (forward), deriv alone (backward).
+
+enum { ACT_NONE = -1 };
+
+typedef struct {
+    float alpha;
+    int accumulate;
+    const float *bias;
+    int act;                    /* ACT_NONE, ACT_RELU, ACT_LEAKY_RELU (sigmoid: separate pass) */
+    const float *deriv;         /* activations whose derivative multiplies the result */
+    int deriv_act;
+} epilogue;
+
+static const epilogue EPI_PLAIN = { 1.0f, 0, NULL, ACT_NONE, NULL, ACT_NONE };
+
+/* The scalar definition of the epilogue; the AVX-512 path computes the same values. */
+static inline float epilogue_one(const epilogue *e, float acc, float c_old, int j, float h) {
+    float v = e->accumulate ? fmaf(e->alpha, acc, c_old) : e->alpha * acc;
+    if (e->bias) v += e->bias[j];
+    if (e->act == ACT_RELU) v = v > 0.0f ? v : 0.0f;
+    else if (e->act == ACT_LEAKY_RELU) v = v > 0.0f ? v : LEAKY_RELU_SLOPE * v;
+    if (e->deriv) {
+        if (e->deriv_act == ACT_RELU) v = h > 0.0f ? v : 0.0f;
+        else if (e->deriv_act == ACT_LEAKY_RELU) v = h > 0.0f ? v : LEAKY_RELU_SLOPE * v;
+        else if (e->deriv_act == ACT_SIGMOID) v = v * (h * (1.0f - h));
+    }
+    return v;
+}
+
+#if defined(__AVX512F__)
+#define MR 6    /* rows of C per micro-tile */
+#define NR 64   /* columns per micro-tile: four 16-float vectors; 6 x 4 = 24 zmm accumulators */
+
+/* What the epilogue does, as a compile-time constant inside the kernel (a runtime
+ * test per stored vector costs a third of the time of a K = 64 product). */
+enum { EPI_FORWARD, EPI_BACKWARD, EPI_UPDATE };
+
+static inline __attribute__((always_inline)) __m512
+epilogue_vec(const int kind, const epilogue *e, __m512 acc, const float *c, const float *bias,
+             const float *h, __mmask16 m) {
+    if (kind == EPI_UPDATE)                 /* C + alpha * acc, one rounding */
+        return _mm512_fmadd_ps(_mm512_set1_ps(e->alpha), acc, _mm512_maskz_loadu_ps(m, c));
+    __m512 v = _mm512_mul_ps(_mm512_set1_ps(e->alpha), acc);
+    if (kind == EPI_FORWARD) {
+        if (bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, bias));
+        if (e->act == ACT_RELU) v = _mm512_max_ps(v, _mm512_setzero_ps());
+        else if (e->act == ACT_LEAKY_RELU) {
+            __mmask16 pos = _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_GT_OQ);
+            v = _mm512_mask_blend_ps(pos, _mm512_mul_ps(v, _mm512_set1_ps(LEAKY_RELU_SLOPE)), v);
+        }
+        return v;
+    }
+    __m512 hv = _mm512_maskz_loadu_ps(m, h);   /* EPI_BACKWARD: times act'(h) */
+    if (e->deriv_act == ACT_SIGMOID)
+        return _mm512_mul_ps(v, _mm512_mul_ps(hv, _mm512_sub_ps(_mm512_set1_ps(1.0f), hv)));
+    __mmask16 pos = _mm512_cmp_ps_mask(hv, _mm512_setzero_ps(), _CMP_GT_OQ);
+    __m512 neg = e->deriv_act == ACT_LEAKY_RELU ? _mm512_mul_ps(v, _mm512_set1_ps(LEAKY_RELU_SLOPE))
+                                                : _mm512_setzero_ps();
+    return _mm512_mask_blend_ps(pos, neg, v);
+}
+
+/* One mr x (16 nv) tile of C over the whole K: per k, nv vector loads of B, mr broadcasts
+ * of A, mr * nv fused multiply-adds (24 FMAs for 10 loads in the full 6 x 64 tile, so
+ * the FMA units, not the load ports, set the pace). mr and nv are compile-time
+ * constants at every call site, so unused rows and vectors vanish. The accumulators
+ * are named variables, not an array: GCC keeps an array of vectors in memory and
+ * stores it on every k. Only the last vector of a row may be partial (mask mlast). */
+#define TILE_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
+static inline __attribute__((always_inline)) void
+micro_tile(const int kind, const int mr, const int nv, int K, const float *restrict A, long a_row, long a_col,
+           const float *restrict B, long ldb, float *restrict C, long ldc, __mmask16 mlast,
+           const epilogue *e, int j, long h_off) {
+#define DECLARE(r) __m512 c##r##_0 = _mm512_setzero_ps(), c##r##_1 = c##r##_0, c##r##_2 = c##r##_0, c##r##_3 = c##r##_0;
+    TILE_ROWS(DECLARE)
+#undef DECLARE
+#define LOAD_B(v) (nv > v ? (nv - 1 == v ? _mm512_maskz_loadu_ps(mlast, bk + 16 * v) : _mm512_loadu_ps(bk + 16 * v)) \
+                          : _mm512_setzero_ps())
+    for (int k = 0; k < K; k++) {
+        const float *bk = B + (long)k * ldb;
+        __m512 b0 = LOAD_B(0), b1 = LOAD_B(1), b2 = LOAD_B(2), b3 = LOAD_B(3);
+        const float *a = A + (long)k * a_col;
+#define FMA_ROW(r) if (mr > r) { __m512 av = _mm512_set1_ps(a[r * a_row]); \
+                                 c##r##_0 = _mm512_fmadd_ps(av, b0, c##r##_0); \
+                                 if (nv > 1) c##r##_1 = _mm512_fmadd_ps(av, b1, c##r##_1); \
+                                 if (nv > 2) c##r##_2 = _mm512_fmadd_ps(av, b2, c##r##_2); \
+                                 if (nv > 3) c##r##_3 = _mm512_fmadd_ps(av, b3, c##r##_3); }
+        TILE_ROWS(FMA_ROW)
+#undef FMA_ROW
+    }
+#undef LOAD_B
+#define STORE_VEC(r, v) if (nv > v) { \
+        __mmask16 m = nv - 1 == v ? mlast : (__mmask16)0xFFFF; \
+        float *c = C + r * ldc + 16 * v; \
+        const float *bias = kind == EPI_FORWARD && e->bias ? e->bias + j + 16 * v : NULL; \
+        const float *h = kind == EPI_BACKWARD ? e->deriv + h_off + r * ldc + 16 * v : NULL; \
+        _mm512_mask_storeu_ps(c, m, epilogue_vec(kind, e, c##r##_##v, c, bias, h, m)); }
+#define STORE_ROW(r) if (mr > r) { STORE_VEC(r, 0) STORE_VEC(r, 1) STORE_VEC(r, 2) STORE_VEC(r, 3) }
+    TILE_ROWS(STORE_ROW)
+#undef STORE_ROW
+#undef STORE_VEC
+}
+
+#define TILE_CASE_NV(MRV) switch (nv) { \
+    case 4: micro_tile(kind, MRV, 4, K, Ai, a_row, a_col, B + j, ldb, Cij, ldc, mlast, e, j, h_off); break; \
+    case 3: micro_tile(kind, MRV, 3, K, Ai, a_row, a_col, B + j, ldb, Cij, ldc, mlast, e, j, h_off); break; \
+    case 2: micro_tile(kind, MRV, 2, K, Ai, a_row, a_col, B + j, ldb, Cij, ldc, mlast, e, j, h_off); break; \
+    default: micro_tile(kind, MRV, 1, K, Ai, a_row, a_col, B + j, ldb, Cij, ldc, mlast, e, j, h_off); break; }
+
+static inline __attribute__((always_inline)) void
+matmul_tiles(const int kind, int M, int N, int K, const float *A, long a_row, long a_col,
+             const float *B, long ldb, float *C, long ldc, const epilogue *e) {
+    for (int i = 0; i < M; i += MR) {
+        int mr = M - i < MR ? M - i : MR;
+        const float *Ai = A + (long)i * a_row;
+        for (int j = 0; j < N; j += NR) {
+            int nc = N - j < NR ? N - j : NR;
+            int nv = (nc + 15) / 16;
+            int tail = nc - 16 * (nv - 1);                       /* 1..16 columns */
+            __mmask16 mlast = (__mmask16)(tail == 16 ? 0xFFFF : (1u << tail) - 1);
+            float *Cij = C + (long)i * ldc + j;
+            long h_off = (long)i * ldc + j;
+            switch (mr) {
+            case 6: TILE_CASE_NV(6) break;
+            case 5: TILE_CASE_NV(5) break;
+            case 4: TILE_CASE_NV(4) break;
+            case 3: TILE_CASE_NV(3) break;
+            case 2: TILE_CASE_NV(2) break;
+            default: TILE_CASE_NV(1) break;
+            }
+        }
+    }
+}
+static void matmul_own(int M, int N, int K, const float *A, long a_row, long a_col,
+                       const float *B, long ldb, float *C, long ldc, const epilogue *e) {
+    if (e->accumulate) matmul_tiles(EPI_UPDATE, M, N, K, A, a_row, a_col, B, ldb, C, ldc, e);
+    else if (e->deriv) matmul_tiles(EPI_BACKWARD, M, N, K, A, a_row, a_col, B, ldb, C, ldc, e);
+    else matmul_tiles(EPI_FORWARD, M, N, K, A, a_row, a_col, B, ldb, C, ldc, e);
+}
+#else
+/* Portable path: the same tiling with plain loops the compiler vectorizes along j. */
+#define MR 4
+#define NR 32
+static void matmul_own(int M, int N, int K, const float *A, long a_row, long a_col,
+                       const float *B, long ldb, float *C, long ldc, const epilogue *e) {
+    for (int i = 0; i < M; i += MR) {
+        int mr = M - i < MR ? M - i : MR;
+        for (int j = 0; j < N; j += NR) {
+            int nc = N - j < NR ? N - j : NR;
+            float acc[MR][NR];
+            memset(acc, 0, sizeof acc);
+            for (int k = 0; k < K; k++) {
+                const float *restrict b = B + (long)k * ldb + j;
+                for (int r = 0; r < mr; r++) {
+                    float a = A[(long)(i + r) * a_row + (long)k * a_col];
+                    for (int c = 0; c < nc; c++) acc[r][c] = fmaf(a, b[c], acc[r][c]);
+                }
+            }
+            for (int r = 0; r < mr; r++)
+                for (int c = 0; c < nc; c++) {
+                    long at = (long)(i + r) * ldc + j + c;
+                    C[at] = epilogue_one(e, acc[r][c], C[at], j + c, e->deriv ? e->deriv[at] : 0.0f);
+                }
+        }
+    }
+}
+#endif
+
+static void matmul(int M, int N, int K, const float *A, long a_row, long a_col,
+                   const float *B, long ldb, float *C, long ldc, const epilogue *e) {
+    matmul_own(M, N, K, A, a_row, a_col, B, ldb, C, ldc, e);
+}
+
+/* dst[cols x rows] = src[rows x cols]^T, in 16 x 16 blocks so that both the reads and
+ * the strided writes stay within a few cache lines (a plain loop spends more time here
+ * than the backward product it prepares). */
+static void transpose(const float *restrict src, int rows, int cols, float *restrict dst) {
+    enum { BLOCK = 16 };
+    for (int i0 = 0; i0 < rows; i0 += BLOCK)
+        for (int j0 = 0; j0 < cols; j0 += BLOCK) {
+            int i1 = i0 + BLOCK < rows ? i0 + BLOCK : rows, j1 = j0 + BLOCK < cols ? j0 + BLOCK : cols;
+            for (int j = j0; j < j1; j++)
+                for (int i = i0; i < i1; i++) dst[(long)j * rows + i] = src[(long)i * cols + j];
+        }
+}
+
+// ----------------------------------------------------------------------------
+// model: this stage's layers first..last of the network's 1..L, one contiguous
+// parameter buffer with per-layer views, and gradient sums laid out like it
+//
+// Layer l maps size[l-1] inputs to size[l] outputs: W[l] is size[l-1] x size[l]
+// row-major (so the forward product is act[l-1] . W[l]), b[l] has size[l] entries.
+// Buffers hold a whole mini-batch; micro-batch k uses its rows [lo_k, lo_k + n_k).
+
+typedef struct {
+    int n_layers;                 /* L: hidden layers + output layer, of the whole network */
+    int size[MAX_LAYERS + 1];     /* size[0] = inputs, size[L] = 10 classes */
+    int activation;               /* of the hidden layers */
+    int first, last;              /* this stage's layers */
+    long n_params;                /* trainable parameters of the whole network */
+    long params_alloc;            /* floats in params (this stage), with alignment padding */
+    float *params;                /* this stage's W and b: W[first] b[first] ... */
+    float *W[MAX_LAYERS + 1], *b[MAX_LAYERS + 1];
+    float *grad;                  /* gradient sums over the micro-batches, laid out like params */
+    float *gW[MAX_LAYERS + 1], *gb[MAX_LAYERS + 1];
+    /* work buffers, sized for max_rows samples */
+    int max_rows;
+    float *act[MAX_LAYERS + 1];   /* act[first-1] = input rows (images or received), ..., act[last];
+                                     act[L] = logits, then dZ of the output */
+    float *delta[MAX_LAYERS + 1]; /* dL/dZ of layer l: first-1 (sent back), hidden layers inside,
+                                     last (received from the next stage) */
+    float *wt[MAX_LAYERS + 1];    /* W[l] transposed, once per mini-batch, for the backward product */
+} mlp;
+
+/* Every buffer starts on a 64-byte boundary: a misaligned 64-byte vector load spans
+ * two cache lines, which costs a quarter of the kernel's speed. */
+static float *alloc_floats(long n) {
+    size_t bytes = ((size_t)n * sizeof(float) + 63) / 64 * 64;
+    return aligned_alloc(64, bytes ? bytes : 64);
+}
+#define PAD16(n) (((n) + 15L) / 16 * 16)   /* floats: keep each view 64-byte aligned */
+
+static int mlp_init(mlp *m, int inputs, const train_options *o, int max_rows, int first, int last) {
+    memset(m, 0, sizeof *m);
+    m->n_layers = o->n_hidden + 1;
+    m->size[0] = inputs;
+    for (int l = 1; l <= o->n_hidden; l++) m->size[l] = o->hidden[l - 1];
+    m->size[m->n_layers] = IDX_CLASSES;
+    m->activation = o->activation;
+    m->first = first;
+    m->last = last;
+    m->max_rows = max_rows;
+    for (int l = 1; l <= m->n_layers; l++) m->n_params += (long)m->size[l - 1] * m->size[l] + m->size[l];
+    for (int l = first; l <= last; l++)
+        m->params_alloc += PAD16((long)m->size[l - 1] * m->size[l]) + PAD16(m->size[l]);
+    m->params = alloc_floats(m->params_alloc);
+    m->grad = alloc_floats(m->params_alloc);
+    if (!m->params || !m->grad) return -1;
+    memset(m->params, 0, sizeof(float) * (size_t)m->params_alloc);   /* padding stays zero */
+    memset(m->grad, 0, sizeof(float) * (size_t)m->params_alloc);
+    float *p = m->params, *g = m->grad;
+    for (int l = first; l <= last; l++) {
+        long nw = PAD16((long)m->size[l - 1] * m->size[l]), nb = PAD16(m->size[l]);
+        m->W[l] = p; m->gW[l] = g; p += nw; g += nw;
+        m->b[l] = p; m->gb[l] = g; p += nb; g += nb;
+        prng_init_dense(m->W[l], m->size[l - 1], m->size[l], l, l == m->n_layers, o->seed);
+        memset(m->b[l], 0, sizeof(float) * (size_t)m->size[l]);
+        if (l > 1 && !(m->wt[l] = alloc_floats((long)m->size[l - 1] * m->size[l]))) return -1;
+    }
+    for (int l = first - 1; l <= last; l++)
+        if (!(m->act[l] = alloc_floats((long)max_rows * m->size[l]))) return -1;
+    for (int l = first > 1 ? first - 1 : 1; l <= last && l < m->n_layers; l++)
+        if (!(m->delta[l] = alloc_floats((long)max_rows * m->size[l]))) return -1;
+    return 0;
+}
+
+static void mlp_free(mlp *m) {
+    free(m->params); free(m->grad);
+    for (int l = 0; l <= m->n_layers; l++) { free(m->act[l]); free(m->delta[l]); free(m->wt[l]); }
+}
+
+/* model FLOP per training sample: forward 2*in*out per layer, weight gradients the
+ * same, input gradients for every layer but the first (elementwise work not counted) */
+static double layer_flops(const mlp *m, int l) {
+    double io = (double)m->size[l - 1] * m->size[l];
+    return 4 * io + (l > 1 ? 2 * io : 0);
+}
+static double mlp_flops_per_sample(const mlp *m) {
+    double f = 0;
+    for (int l = 1; l <= m->n_layers; l++) f += layer_flops(m, l);
+    return f;
+}
+
+// ----------------------------------------------------------------------------
+// forward (rows [off, off + rows) of the mini-batch buffers)
+
+static void sigmoid_inplace(float *x, long n) {
+    for (long i = 0; i < n; i++) x[i] = 1.0f / (1.0f + expf(-x[i]));
+}
+
+/* act[l] = activation(act[l-1] . W[l] + b[l]); the last layer leaves logits. */
+static void dense_forward(mlp *m, int l, long off, int rows) {
+    int in = m->size[l - 1], out = m->size[l];
+    int hidden = l < m->n_layers;
+    float *x = m->act[l - 1] + off * in, *y = m->act[l] + off * out;
+    epilogue e = EPI_PLAIN;
+    e.bias = m->b[l];
+    if (hidden && m->activation != ACT_SIGMOID) e.act = m->activation;
+    matmul(rows, out, in, x, in, 1, m->W[l], out, y, out, &e);
+    if (hidden && m->activation == ACT_SIGMOID) sigmoid_inplace(y, (long)rows * out);
+}
+
+/* this stage's layers */
+static void stage_forward(mlp *m, long off, int rows) {
+    for (int l = m->first; l <= m->last; l++) dense_forward(m, l, off, rows);
+}
+
+/* Softmax + cross-entropy on the logits in place: leaves dL/dlogits = p - onehot
+ * (per sample, not yet divided by the batch size). Returns the summed loss (double)
+ * and counts correct argmax predictions. */
+static double softmax_xent(float *restrict z, const unsigned char *restrict y, int rows, int classes,
+                           long *correct) {
+    double loss = 0.0;
+    for (int i = 0; i < rows; i++) {
+        float *zi = z + (long)i * classes;
+        int best = 0;
+        float mx = zi[0];
+        for (int c = 1; c < classes; c++) if (zi[c] > mx) { mx = zi[c]; best = c; }
+        float zy = zi[y[i]] - mx;
+        float sum = 0.0f;
+        for (int c = 0; c < classes; c++) { zi[c] = expf(zi[c] - mx); sum += zi[c]; }
+        /* -log p_y = log(sum) - (z_y - max): finite even when p_y underflows */
+        loss += (double)logf(sum) - (double)zy;
+        float inv = 1.0f / sum;
+        for (int c = 0; c < classes; c++) zi[c] *= inv;
+        zi[y[i]] -= 1.0f;
+        *correct += best == y[i];
+    }
+    return loss;
+}
+
+// ----------------------------------------------------------------------------
+// backward: gradient sums accumulated over the micro-batches (nothing updated yet)
+
+/* Layer l on rows [off, off + rows) with dZ (dL/d pre-activation) in dz: gW[l] +=
+ * act[l-1]^T . dz (serial's product; the epilogue adds with alpha 1, so on zeroed sums
+ * the first micro-batch stores exactly serial's value), gb[l] += column sums of dz, and
+ * the gradient for the layer below into delta[l-1]. */
+static void dense_backward(mlp *m, int l, const float *dz, long off, int rows) {
+    int in = m->size[l - 1], out = m->size[l];
+    const float *a = m->act[l - 1] + off * in;
+    if (l > 1) {
+        /* delta[l-1] = (dz . W^T) * act'(act[l-1]) */
+        epilogue e = EPI_PLAIN;
+        e.deriv = a;
+        e.deriv_act = m->activation;
+        matmul(rows, in, out, dz, out, 1, m->wt[l], in, m->delta[l - 1] + off * in, in, &e);
+    }
+    /* gW[l] += act[l-1]^T . dz */
+    epilogue u = EPI_PLAIN;
+    u.accumulate = 1;
+    matmul(in, out, rows, a, 1, in, dz, out, m->gW[l], out, &u);
+    /* gb[l] += column sums of dz */
+    float *restrict db = m->gb[l];
+    for (int i = 0; i < rows; i++) {
+        const float *restrict d = dz + (long)i * out;
+        for (int j = 0; j < out; j++) db[j] += d[j];
+    }
+}
+
+/* this stage's layers, last to first; dz = dL/dZ of layer `last` for these rows */
+static void stage_backward(mlp *m, const float *dz, long off, int rows) {
+    for (int l = m->last; l >= m->first; l--) {
+        dense_backward(m, l, dz, off, rows);
+        if (l > m->first) dz = m->delta[l - 1] + off * m->size[l - 1];
+    }
+}
+
+// ----------------------------------------------------------------------------
+// communication: the GPipe schedule; every MPI call is checked and timed
+
+static double comm_seconds;      /* inside MPI calls, since the last reset */
+static double busy_seconds;      /* computing (forward, loss, backward, update), since the last reset */
+static MPI_Request *recv_req, *send_req;   /* M receives; 2M sends (forward, backward) */
+
+/* A failed MPI call (MPI_ERRORS_RETURN): one line naming the rank, the call and MPI's
+ * message, then the whole job ends (MPI_Abort), so no rank waits forever. */
+static void mpi_check(int rc, const char *call) {
+    if (rc == MPI_SUCCESS) return;
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) snprintf(msg, sizeof msg, "error code %d", rc);
+    fprintf(stderr, PROGRAM ": rank %d: %s failed: %s\n", rank, call, msg);
+    fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    exit(1);
+}
+/* COMM(MPI_Send, (args)): call, check, add the seconds to comm_seconds */
+#define COMM(fn, args) do { double t_ = timer_now(); mpi_check(fn args, #fn); \
+                            comm_seconds += timer_now() - t_; } while (0)
+
+/* Set-up errors (data files, memory): if any rank failed, the lowest failing rank prints
+ * its one-line message and every rank exits with the status. */
+static void agree_or_die(int failed, const char *msg, int status) {
+    int mine = failed ? rank : nranks, lowest = nranks;
+    mpi_check(MPI_Allreduce(&mine, &lowest, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce");
+    if (lowest == nranks) return;
+    if (rank == lowest) fprintf(stderr, PROGRAM ": %s\n", msg);
+    exit(status);
+}
+
+/* micro-batch k of M over n rows: [*lo, *lo + *count), sizes differ by at most one */
+static void shard(long n, int k, int parts, long *lo, long *count) {
+    long base = n / parts, rem = n % parts;
+    *lo = k * base + (k < rem ? k : rem);
+    *count = base + (k < rem ? 1 : 0);
+}
+
+static void sgd_update(mlp *m, float scale);
+
+/* One mini-batch of `rows` rows through the pipeline (stage 0: the images are in act[0];
+ * last stage: the labels in y). Forward of every micro-batch, then backward from the last
+ * micro-batch to the first, then the update. Returns the summed loss (last stage; 0 on
+ * the others). */
+static double gpipe_step(mlp *m, const unsigned char *y, int rows, int microbatches, float lr, long *correct) {
+    int M = microbatches < rows ? microbatches : rows;
+    int L = m->n_layers, first = m->first, last = m->last;
+    int in = m->size[first - 1], out = m->size[last];
+    int prev = rank - 1, next = rank + 1, has_prev = rank > 0, has_next = rank < nranks - 1;
+    double loss = 0.0, t;
+    long lo, n;
+    for (int k = 0; k < 2 * M; k++) send_req[k] = MPI_REQUEST_NULL;
+
+    /* forward (fill): receives for every micro-batch posted at once */
+    if (has_prev)
+        for (int k = 0; k < M; k++) {
+            shard(rows, k, M, &lo, &n);
+            COMM(MPI_Irecv, (m->act[first - 1] + lo * in, (int)(n * in), MPI_FLOAT, prev, k, MPI_COMM_WORLD, &recv_req[k]));
+        }
+    for (int k = 0; k < M; k++) {
+        shard(rows, k, M, &lo, &n);
+        if (has_prev) COMM(MPI_Wait, (&recv_req[k], MPI_STATUS_IGNORE));
+        t = timer_now();
+        stage_forward(m, lo, (int)n);
+        if (!has_next) loss += softmax_xent(m->act[L] + lo * m->size[L], y + lo, (int)n, m->size[L], correct);
+        busy_seconds += timer_now() - t;
+        if (has_next)
+            COMM(MPI_Isend, (m->act[last] + lo * out, (int)(n * out), MPI_FLOAT, next, k, MPI_COMM_WORLD, &send_req[k]));
+    }
+
+    /* backward (drain), last micro-batch first; gradient sums start at zero */
+    t = timer_now();
+    memset(m->grad, 0, sizeof(float) * (size_t)m->params_alloc);
+    for (int l = first; l <= last; l++)
+        if (l > 1) transpose(m->W[l], m->size[l - 1], m->size[l], m->wt[l]);
+    busy_seconds += timer_now() - t;
+    if (has_next)
+        for (int k = 0; k < M; k++) {
+            shard(rows, k, M, &lo, &n);
+            COMM(MPI_Irecv, (m->delta[last] + lo * out, (int)(n * out), MPI_FLOAT, next, k, MPI_COMM_WORLD, &recv_req[k]));
+        }
+    for (int k = M - 1; k >= 0; k--) {
+        shard(rows, k, M, &lo, &n);
+        if (has_next) COMM(MPI_Wait, (&recv_req[k], MPI_STATUS_IGNORE));
+        t = timer_now();
+        stage_backward(m, has_next ? m->delta[last] + lo * out : m->act[L] + lo * m->size[L], lo, (int)n);
+        busy_seconds += timer_now() - t;
+        if (has_prev)
+            COMM(MPI_Isend, (m->delta[first - 1] + lo * in, (int)(n * in), MPI_FLOAT, prev, k, MPI_COMM_WORLD, &send_req[M + k]));
+    }
+    COMM(MPI_Waitall, (2 * M, send_req, MPI_STATUSES_IGNORE));
+
+    /* update, once per mini-batch: serial's W = fmaf(-lr/B, g, W) */
+    t = timer_now();
+    sgd_update(m, -lr / (float)rows);
+    busy_seconds += timer_now() - t;
+    return loss;
+}
+
+// ----------------------------------------------------------------------------
+// update
+
+static void sgd_update(mlp *m, float scale) {
+    float *restrict p = m->params;
+    const float *restrict g = m->grad;
+    for (long i = 0; i < m->params_alloc; i++) p[i] = fmaf(scale, g[i], p[i]);
+}
+
+// ----------------------------------------------------------------------------
+// data movement and evaluation
+
+static void gather_batch(const dataset *d, const uint32_t *idx, int rows, float *x, unsigned char *y) {
+    size_t bytes = sizeof(float) * (size_t)d->features;
+    for (int r = 0; r < rows; r++) {
+        memcpy(x + (size_t)r * d->features, d->x + (size_t)idx[r] * d->features, bytes);
+        y[r] = d->y[idx[r]];
+    }
+}
+
+static int argmax10(const float *z, int classes) {
+    int best = 0;
+    for (int c = 1; c < classes; c++) if (z[c] > z[best]) best = c;
+    return best;
+}
+
+static void gather_labels(const dataset *d, const uint32_t *idx, int rows, unsigned char *y) {
+    for (int r = 0; r < rows; r++) y[r] = d->y[idx[r]];
+}
+
+#define TAG_EVAL 1000000   /* above every micro-batch tag */
+
+/* Correct predictions on the first n samples of the test set, pushed through the stages
+ * EVAL_BATCH rows at a time with blocking Send/Recv (not timed): stage 0 reads the
+ * images of d, the last stage the labels and counts (0 on the other stages).
+ * predictions (last stage) optional. */
+static long evaluate(mlp *m, const dataset *d, long n, unsigned char *predictions) {
+    int L = m->n_layers, classes = m->size[L], first = m->first, last = m->last;
+    int in = m->size[first - 1], out = m->size[last];
+    long correct = 0;
+    for (long start = 0; start < n; start += EVAL_BATCH) {
+        int rows = (int)(n - start < EVAL_BATCH ? n - start : EVAL_BATCH);
+        if (rank == 0) memcpy(m->act[0], d->x + (size_t)start * d->features, sizeof(float) * (size_t)rows * d->features);
+        else COMM(MPI_Recv, (m->act[first - 1], rows * in, MPI_FLOAT, rank - 1, TAG_EVAL, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+        stage_forward(m, 0, rows);
+        if (rank < nranks - 1) {
+            COMM(MPI_Send, (m->act[last], rows * out, MPI_FLOAT, rank + 1, TAG_EVAL, MPI_COMM_WORLD));
+            continue;
+        }
+        for (int i = 0; i < rows; i++) {
+            int p = argmax10(m->act[L] + (long)i * classes, classes);
+            correct += p == d->y[start + i];
+            if (predictions) predictions[start + i] = (unsigned char)p;
+        }
+    }
+    return correct;
+}
+
+static void print_predictions(const dataset *d, const unsigned char *pred, int k) {
+    static const char shades[] = " .:-=+*#%@";
+    int step = d->side > 28 ? d->side / 28 : 1;
+    for (int s = 0; s < k && s < d->n; s++) {
+        printf("test image %d: predicted %d, true %d%s\n", s, pred[s], d->y[s], pred[s] == d->y[s] ? "" : "  <-- wrong");
+        for (int r = 0; r < d->side; r += step) {
+            for (int c = 0; c < d->side; c += step) {
+                float v = d->x[(size_t)s * d->features + (size_t)r * d->side + c];
+                int q = (int)(v * 9.999f);
+                putchar(shades[q < 0 ? 0 : q > 9 ? 9 : q]);
+            }
+            putchar('\n');
+        }
+    }
+}
+
+// ----------------------------------------------------------------------------
+// main
+
+/* The stage boundaries (bounds[s] = last layer of stage s < P-1) whose heaviest stage has
+ * the fewest FLOPs per sample: every split is tried (L <= 9), the first best one kept. */
+static void search_split(const double *cost, int L, int P, int s, int start, int *cur, double worst,
+                         double *best_worst, int *best) {
+    if (s == P - 1) {
+        double c = 0;
+        for (int l = start; l <= L; l++) c += cost[l];
+        if (c > worst) worst = c;
+        if (worst < *best_worst) { *best_worst = worst; memcpy(best, cur, sizeof(int) * (size_t)(P - 1)); }
+        return;
+    }
+    double c = 0;
+    for (int end = start; end <= L - (P - 1 - s); end++) {
+        c += cost[end];
+        cur[s] = end;
+        search_split(cost, L, P, s + 1, end + 1, cur, c > worst ? c : worst, best_worst, best);
+    }
+}
+
+/* exit() anywhere (bad flags on every rank, --help) still finalizes MPI, so mpirun sees
+ * a clean exit with our status instead of a process "exiting improperly" */
+static void finalize_at_exit(void) {
+    int init = 0, fin = 0;
+    MPI_Initialized(&init);
+    MPI_Finalized(&fin);
+    if (init && !fin) MPI_Finalize();
+}
+
+#ifndef TESTING
+int main(int argc, char **argv) {
+    if (MPI_Init(&argc, &argv) != MPI_SUCCESS) { fprintf(stderr, PROGRAM ": MPI_Init failed\n"); return 1; }
+    atexit(finalize_at_exit);
+    mpi_check(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+    mpi_check(MPI_Comm_rank(MPI_COMM_WORLD, &rank), "MPI_Comm_rank");
+    mpi_check(MPI_Comm_size(MPI_COMM_WORLD, &nranks), "MPI_Comm_size");
+    pipeline_options po;
+    parse_options(&po, argc, argv);
+    train_options *o = &po.common;
+    char err[IDX_ERR_LEN] = "";
+
+    /* data sizes and the flags that depend on them (the same on every rank) */
+    long train_avail = 0, test_avail = 0;
+    int bad = dataset_count(o->data_dir, "train", &train_avail, err, sizeof err) ||
+              dataset_count(o->data_dir, "t10k", &test_avail, err, sizeof err);
+    agree_or_die(bad, err, 2);
+    if (o->train_n > train_avail) die_all("--train %ld: %s holds only %ld training samples", o->train_n, o->data_dir, train_avail);
+    if (o->test_n > test_avail) die_all("--test %ld: %s holds only %ld test samples", o->test_n, o->data_dir, test_avail);
+    long train_n = o->train_n ? o->train_n : train_avail;
+    long test_n = o->test_n ? o->test_n : test_avail;
+    if (o->batch_full) o->batch = train_n;
+    if (o->batch > train_n) die_all("--batch %ld is larger than the %ld training samples", o->batch, train_n);
+    if (po.microbatches > o->batch)
+        die_all("--microbatches %d is larger than the batch of %ld rows", po.microbatches, o->batch);
+    int L = o->n_hidden + 1;
+    if (nranks > L)
+        die_all("%d ranks but the network has only %d layers: at most one stage per layer (more --hidden layers or fewer ranks)", nranks, L);
+
+    /* stage boundaries: --split, or the FLOP-balanced default */
+    int bounds[MAX_LAYERS] = {0};
+    if (po.n_split) {
+        if (po.n_split != nranks - 1)
+            die_all("--split: %d ranks need %d boundaries, got %d", nranks, nranks - 1, po.n_split);
+        for (int s = 0; s < po.n_split; s++) {
+            if (po.split[s] > L - 1 || (s > 0 && po.split[s] <= po.split[s - 1]))
+                die_all("--split: boundaries must increase within 1..%d (the last layer of each stage but the last)", L - 1);
+            bounds[s] = po.split[s];
+        }
+    }
+    long train_side_features[2] = {0, 0};   /* features, side: known to the stages that load data */
+    int first_layer = 1, last_layer = L;
+    dataset train = {0}, test = {0};
+    int loads = rank == 0 || rank == nranks - 1;   /* stage 0: images; last stage: labels */
+    if (loads) {
+        bad = dataset_load(o->data_dir, "train", 0, train_n, o->image_size, &train, err, sizeof err) ||
+              dataset_load(o->data_dir, "t10k", 0, test_n, o->image_size, &test, err, sizeof err);
+        if (!bad) { train_side_features[0] = train.features; train_side_features[1] = train.side; }
+    }
+    agree_or_die(bad, err, 2);
+    mpi_check(MPI_Bcast(train_side_features, 2, MPI_LONG, 0, MPI_COMM_WORLD), "MPI_Bcast");
+    int features = (int)train_side_features[0], side = (int)train_side_features[1];
+    if (!po.n_split && nranks > 1) {
+        double cost[MAX_LAYERS + 1], best_worst = INFINITY;
+        int size_prev = features, cur[MAX_LAYERS];
+        for (int l = 1; l <= L; l++) {
+            int out = l < L ? o->hidden[l - 1] : IDX_CLASSES;
+            cost[l] = (double)size_prev * out * (l > 1 ? 6 : 4);   /* = layer_flops() */
+            size_prev = out;
+        }
+        search_split(cost, L, nranks, 0, 1, cur, 0.0, &best_worst, bounds);
+    }
+    first_layer = rank == 0 ? 1 : bounds[rank - 1] + 1;
+    last_layer = rank == nranks - 1 ? L : bounds[rank];
+
+    /* model: this stage's layers, buffers for a whole mini-batch */
+    mlp m;
+    int max_rows = (int)(o->batch > EVAL_BATCH ? o->batch : EVAL_BATCH);
+    long widest = features;
+    for (int l = 0; l < o->n_hidden; l++) if (o->hidden[l] > widest) widest = o->hidden[l];
+    if ((long)max_rows * widest > INT_MAX)
+        die_all("--batch %ld: a mini-batch of %ld x %ld floats is more than one MPI message can count", o->batch, (long)max_rows, widest);
+    uint32_t *order = malloc(sizeof(uint32_t) * (size_t)train_n);
+    unsigned char *batch_y = malloc((size_t)max_rows);
+    double *loss_curve = malloc(sizeof(double) * (size_t)o->epochs);
+    double *acc_curve = malloc(sizeof(double) * (size_t)o->epochs);
+    double *epoch_sec = malloc(sizeof(double) * (size_t)o->epochs);
+    double *comm_sec = malloc(sizeof(double) * (size_t)o->epochs);
+    double *idle_sec = malloc(sizeof(double) * (size_t)o->epochs);
+    double *stage_busy = malloc(sizeof(double) * (size_t)nranks);
+    recv_req = malloc(sizeof(MPI_Request) * (size_t)po.microbatches);
+    send_req = malloc(sizeof(MPI_Request) * 2 * (size_t)po.microbatches);
+    bad = mlp_init(&m, features, o, max_rows, first_layer, last_layer) || !order || !batch_y || !loss_curve ||
+          !acc_curve || !epoch_sec || !comm_sec || !idle_sec || !stage_busy || !recv_req || !send_req;
+    agree_or_die(bad, "out of memory", 1);
+    char hidden[128], dname[256], variant[64], split_text[64] = "";
+    options_hidden_string(o, hidden, sizeof hidden);
+    options_dataset_name(o, dname, sizeof dname);
+    for (int s = 0, used = 0; s < nranks - 1; s++)
+        used += snprintf(split_text + used, sizeof split_text - (size_t)used, s ? "_%d" : "%d", bounds[s]);
+    snprintf(variant, sizeof variant, po.n_split ? "gpipe-m%d-split%s" : "gpipe-m%d", po.microbatches, split_text);
+    double flops_epoch = mlp_flops_per_sample(&m) * (double)train_n;
+    double bubble_theory = (double)(nranks - 1) / (double)(po.microbatches + nranks - 1);
+    if (rank == 0) {
+        printf("pipeline: %s MLP %d", options_activation_name(o->activation), m.size[0]);
+        for (int l = 1; l <= m.n_layers; l++) printf("-%d", m.size[l]);
+        printf(" (%ld parameters), %s: %ld train / %ld test, %dx%d, batch %ld in %d micro-batches, lr %g, seed %llu, %d stage%s:",
+               m.n_params, o->data_dir, train_n, test_n, side, side, o->batch, po.microbatches, o->lr,
+               (unsigned long long)o->seed, nranks, nranks > 1 ? "s" : "");
+        for (int s = 0; s < nranks; s++) {
+            int f = s == 0 ? 1 : bounds[s - 1] + 1, t = s == nranks - 1 ? L : bounds[s];
+            if (f == t) printf("%s layer %d", s ? " |" : "", f);
+            else printf("%s layers %d-%d", s ? " |" : "", f, t);
+        }
+        printf("\n");
+        fflush(stdout);
+    }
+
+    /* training */
+    double t_start = timer_now(), my_busy = 0.0, counted_seconds = 0.0;
+    for (int epoch = 1; epoch <= o->epochs; epoch++) {
+        prng_permutation(order, (uint32_t)train_n, o->seed, (uint64_t)epoch);
+        comm_seconds = busy_seconds = 0.0;
+        double t0 = timer_now(), loss_sum = 0.0;
+        long correct = 0;
+        for (long start = 0; start < train_n; start += o->batch) {
+            int rows = (int)(train_n - start < o->batch ? train_n - start : o->batch);
+            if (rank == 0) gather_batch(&train, order + start, rows, m.act[0], batch_y);
+            if (rank == nranks - 1) gather_labels(&train, order + start, rows, batch_y);
+            loss_sum += gpipe_step(&m, batch_y, rows, po.microbatches, (float)o->lr, &correct);
+        }
+        double seconds = timer_now() - t0, comm = comm_seconds, busy = busy_seconds;
+        long test_correct = evaluate(&m, &test, test_n, NULL);
+        /* totals over the stages (every rank gets them, so all stop together on divergence) */
+        double mine[5] = { loss_sum, (double)correct, (double)test_correct, comm, busy }, sum[5], slowest;
+        mpi_check(MPI_Allreduce(mine, sum, 5, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
+        mpi_check(MPI_Allreduce(&seconds, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
+        epoch_sec[epoch - 1] = slowest;
+        comm_sec[epoch - 1] = sum[3] / nranks;
+        idle_sec[epoch - 1] = nranks * slowest - sum[4];
+        if (epoch > 1 || o->epochs == 1) { my_busy += busy; counted_seconds += slowest; }
+        loss_curve[epoch - 1] = sum[0] / (double)train_n;
+        acc_curve[epoch - 1] = 100.0 * sum[2] / (double)test_n;
+        if (!isfinite(loss_curve[epoch - 1])) {
+            if (rank == 0)
+                fprintf(stderr, PROGRAM ": training diverged at epoch %d (loss %g); lower --lr\n", epoch, loss_curve[epoch - 1]);
+            return 1;
+        }
+        if (!o->quiet && rank == 0)
+            printf("epoch %d/%d  loss %.6f  train_acc %.2f%%  test_acc %.2f%%  time %.3f s  %.1fk samples/s  comm %.3f s  bubble %.2f\n",
+                   epoch, o->epochs, loss_curve[epoch - 1], 100.0 * sum[1] / (double)train_n,
+                   acc_curve[epoch - 1], epoch_sec[epoch - 1], (double)train_n / epoch_sec[epoch - 1] / 1e3,
+                   comm_sec[epoch - 1], idle_sec[epoch - 1] / (nranks * slowest));
+        fflush(stdout);
+    }
+    double total = timer_now() - t_start;
+    mpi_check(MPI_Gather(&my_busy, 1, MPI_DOUBLE, stage_busy, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD), "MPI_Gather");
+
+    /* --predict: the first K test images through the pipeline; the last stage's
+     * predictions go to rank 0, which has the images */
+    long k_pred = o->predict < test_n ? o->predict : test_n;
+    unsigned char *pred = NULL;
+    if (k_pred > 0) {
+        pred = malloc((size_t)k_pred);
+        agree_or_die(!pred, "out of memory", 1);
+        evaluate(&m, &test, k_pred, pred);
+        if (nranks > 1 && rank == nranks - 1)
+            COMM(MPI_Send, (pred, (int)k_pred, MPI_UNSIGNED_CHAR, 0, TAG_EVAL + 1, MPI_COMM_WORLD));
+        if (nranks > 1 && rank == 0)
+            COMM(MPI_Recv, (pred, (int)k_pred, MPI_UNSIGNED_CHAR, nranks - 1, TAG_EVAL + 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+    }
+
+    /* results: rank 0 alone */
+    int status = 0;
+    if (rank == 0) {
+        double median = o->epochs > 1 ? results_median(epoch_sec + 1, o->epochs - 1) : epoch_sec[0];
+        double comm_median = o->epochs > 1 ? results_median(comm_sec + 1, o->epochs - 1) : comm_sec[0];
+        double idle_median = o->epochs > 1 ? results_median(idle_sec + 1, o->epochs - 1) : idle_sec[0];
+        double bubble_mean = 0.0;
+        printf("pipeline: measured bubble (idle fraction of the epoch) per stage:");
+        for (int s = 0; s < nranks; s++) {
+            double b = counted_seconds > 0 ? 1.0 - stage_busy[s] / counted_seconds : 0.0;
+            bubble_mean += b / nranks;
+            printf(" %d: %.3f", s, b);
+        }
+        printf("; mean %.3f vs GPipe's (P-1)/(M+P-1) = %.3f for equally heavy stages\n", bubble_mean, bubble_theory);
+        result_row row = {
+            .program = PROGRAM, .variant = variant, .ranks = nranks, .threads = 1,
+            .omp_wait_policy = getenv("OMP_WAIT_POLICY") ? getenv("OMP_WAIT_POLICY") : "",
+            .dataset = dname, .image_size = side, .train_n = train_n, .test_n = test_n,
+            .hidden = hidden, .activation = options_activation_name(o->activation), .batch = o->batch,
+            .epochs = o->epochs, .lr = o->lr, .seed = o->seed, .epoch_seconds_median = median,
+            .total_seconds = total, .comm_seconds = comm_median, .sync_seconds = idle_median,
+            .samples_per_second = (double)train_n / median,
+            .gflops = flops_epoch / median / 1e9, .final_train_loss = loss_curve[o->epochs - 1],
+            .test_accuracy = acc_curve[o->epochs - 1], .train_loss_curve = loss_curve,
+            .test_acc_curve = acc_curve, .epoch_seconds = epoch_sec, .n_curve = o->epochs,
+        };
+        if (pred) print_predictions(&test, pred, (int)k_pred);
+        if (results_append(o->csv, &row, err, sizeof err)) {
+            fprintf(stderr, PROGRAM ": %s\n", err);
+            status = 1;
+        } else
+            printf("pipeline: %s | %d ranks | %d epochs | epoch median %.3f s | comm %.3f s | bubble %.2f (theory %.2f) |"
+                   " %.1fk samples/s | %.1f GFLOP/s | loss %.4f | test acc %.2f%% | csv %s\n",
+                   variant, nranks, o->epochs, median, comm_median, bubble_mean, bubble_theory,
+                   row.samples_per_second / 1e3, row.gflops, row.final_train_loss, row.test_accuracy,
+                   strcmp(o->csv, "none") ? o->csv : "(none)");
+    }
+
+    mlp_free(&m);
+    if (loads) { dataset_free(&train); dataset_free(&test); }
+    free(order); free(batch_y); free(loss_curve); free(acc_curve); free(epoch_sec); free(comm_sec);
+    free(idle_sec); free(stage_busy); free(recv_req); free(send_req); free(pred);
+    return status;
+}
+#endif
