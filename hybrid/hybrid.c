@@ -1,0 +1,1042 @@
+/*
+ * hybrid/hybrid.c — two-level data-parallel trainer: P MPI ranks x T OpenMP threads.
+ *
+ * Strategy: mpi/mpi.c's rank split with openmp/openmp.c's `--accum reduction` inside each
+ * rank (seed report 001, figure 1). Every rank holds the whole MLP (same seed, same
+ * initial weights) and walks the same global sample order. Each global mini-batch of
+ * --batch B rows is cut into P contiguous rank parts (sizes differ by at most one), and
+ * each rank part into T contiguous thread slices. Thread t of rank r runs forward and
+ * backward on its slice with its own activations into its own gradient buffer (plain
+ * sums A^T dZ, serial's kernel). Aggregation, per step:
+ *   1. threads -> rank: after a barrier, thread t sums its slice of the parameters over
+ *      the buffers of threads 0, 1, ..., T-1 in that order into the rank's gradient
+ *      (a fixed order: bit-identical from run to run);
+ *   2. rank -> ranks: after a barrier, the master thread alone calls MPI (--sync):
+ *        allreduce     MPI_Allreduce of the rank gradients (235,146 floats by default);
+ *                      then every rank's threads update their parameter slices;
+ *        reduce-bcast  MPI_Reduce of the gradients to rank 0, rank 0's threads update
+ *                      their slices, then the master thread MPI_Bcast()s the parameters;
+ *   3. after a barrier, the threads apply serial's W = fmaf(-lr/B, g, W) (B global) to
+ *      their slices and transpose their rows of each W into the W^T of the next backward.
+ * sum_r sum_t g_rt is serial's A^T dZ with only the float summation order changed, so
+ * P x T = 1 x 1 is serial bit for bit. Barriers per step: 4 (allreduce) or 6.
+ * Thread level: MPI_Init_thread(MPI_THREAD_FUNNELED); every MPI call is made by the
+ * master thread (inside `omp master` between barriers, or outside parallel regions).
+ * A library providing less refuses to run: one-line error, exit 2. Test hook:
+ * PARTRAIN_FAKE_PROVIDED=single|funneled|serialized|multiple replaces the provided
+ * level that the check sees (tests/test_hybrid.sh; OpenMPI 4.1 here provides MULTIPLE).
+ * Data: the whole training set on every rank (the shuffle is global); the test set is
+ * sharded over the ranks and each rank's threads split every evaluation block.
+ * Errors: MPI_ERRORS_RETURN, every MPI call checked: a failing call prints one line
+ * (rank, call, MPI's message) and MPI_Abort()s. Bad flags or data: rank 0 prints the
+ * one-line error, every rank finalizes and exits with status 2.
+ * CSV: comm_seconds = seconds inside MPI calls during training (per-epoch median of the
+ * rank average); sync_seconds = barrier waits of the rank's threads, summed over threads
+ * (rank average, per-epoch median), which includes waiting for the master's MPI call.
+ * More ranks x threads than cores need OMP_WAIT_POLICY=passive; a warning says so.
+ *
+ * Compile: make hybrid/hybrid   (mpicc -std=c11 -O3 -march=native -fopenmp hybrid/hybrid.c common/... -lz -lm)
+ * Run:     scripts/mpirun.sh --bind-to-none 2 hybrid/hybrid --threads 2 --data data/fashion --batch 512
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <mpi.h>
+#include <omp.h>
+
+#include "idx.h"
+#include "options.h"
+#include "prng.h"
+#include "results.h"
+#include "timer.h"
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+#ifndef _OPENMP
+#error "hybrid/hybrid.c needs OpenMP: compile with -fopenmp"
+#endif
+
+#define PROGRAM "hybrid"
+#define MAX_LAYERS (OPT_MAX_HIDDEN + 1)
+#define EVAL_BATCH 512          /* rows per forward pass when evaluating */
+#define MAX_THREADS 256
+
+static int rank = 0, nranks = 1;   /* this process in MPI_COMM_WORLD */
+
+// ----------------------------------------------------------------------------
+// options: the common flags (common/options.h) plus this trainer's own
+
+enum sync_kind { SYNC_ALLREDUCE = 0, SYNC_REDUCE_BCAST = 1 };
+static const char *const SYNC_NAMES[] = { "allreduce", "reduce-bcast" };
+
+typedef struct {
+    train_options common;
+    int threads;                /* --threads T (per rank) */
+    int sync;                   /* --sync allreduce|reduce-bcast */
+    const char *dump_params;    /* --dump-params FILE (testing) */
+} hybrid_options;
+
+static void usage(void) {
+    printf("Usage: scripts/mpirun.sh --bind-to-none P hybrid/hybrid --threads T [options]\n"
+           "Trains an MLP on MNIST-style IDX data, data-parallel over P MPI ranks x T OpenMP threads.\n\n");
+    options_usage_common();
+    printf("Hybrid:\n"
+           "  --threads T           OpenMP threads per rank [OMP_NUM_THREADS if set, else 1]\n"
+           "  --sync MODE           gradient exchange between ranks per step [allreduce]:\n"
+           "                        allreduce    MPI_Allreduce of all gradients, every rank updates\n"
+           "                        reduce-bcast MPI_Reduce to rank 0, rank 0 updates, MPI_Bcast\n"
+           "  --dump-params FILE    after training, rank 0 writes the parameters (W1 b1 W2 ...,\n"
+           "                        raw float32) to FILE (for the equivalence tests)\n"
+           "Environment (test hook): PARTRAIN_FAKE_PROVIDED=single|funneled|serialized|multiple\n"
+           "                        pretends MPI_Init_thread provided that thread level\n");
+}
+
+/* Ranks other than 0 parse with stderr muted: the flags are the same on every rank, so
+ * rank 0 alone prints options_die()'s one-line error; every rank exits with status 2
+ * (and finalizes MPI from the atexit handler). */
+static void parse_options(hybrid_options *o, int argc, char **argv) {
+    options_defaults(&o->common);
+    o->threads = 0;
+    o->sync = SYNC_ALLREDUCE;
+    o->dump_params = NULL;
+    int saved = -1;
+    if (rank != 0) {
+        fflush(stderr);
+        saved = dup(2);
+        int devnull = open("/dev/null", O_WRONLY);
+        if (devnull >= 0) { dup2(devnull, 2); close(devnull); }
+    }
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { if (rank == 0) usage(); exit(0); }
+        if (!strcmp(argv[i], "--threads")) {
+            o->threads = (int)options_long(PROGRAM, "--threads", options_value(PROGRAM, argc, argv, &i), 1, MAX_THREADS);
+            continue;
+        }
+        if (!strcmp(argv[i], "--sync")) {
+            const char *v = options_value(PROGRAM, argc, argv, &i);
+            int k = 0;
+            while (k < 2 && strcmp(v, SYNC_NAMES[k])) k++;
+            if (k == 2) options_die(PROGRAM, "--sync: unknown mode '%s' (allreduce, reduce-bcast)", v);
+            o->sync = k;
+            continue;
+        }
+        if (!strcmp(argv[i], "--dump-params")) { o->dump_params = options_value(PROGRAM, argc, argv, &i); continue; }
+        if (options_parse_common(&o->common, PROGRAM, argc, argv, &i)) continue;
+        options_die(PROGRAM, "unknown option '%s'", argv[i]);
+    }
+    if (!o->threads) {
+        /* OMP_NUM_THREADS as the runtime parsed it, else 1 (ranks usually fill the cores) */
+        o->threads = getenv("OMP_NUM_THREADS") ? omp_get_max_threads() : 1;
+        if (o->threads > MAX_THREADS) o->threads = MAX_THREADS;
+    }
+    if (saved >= 0) { fflush(stderr); dup2(saved, 2); close(saved); }
+}
+
+/* An error every rank detects alike (a flag against the data): rank 0 prints it as
+ * options_die() would, every rank exits 2. */
+static void die_all(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die_all(const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (rank == 0) options_die(PROGRAM, "%s", msg);
+    exit(2);
+}
+
+// ----------------------------------------------------------------------------
+// matrix products: C[M x N] (=|+=) alpha * op(A) . B, then an epilogue
+//
+// op(A)[i][k] = A[i * a_row + k * a_col]: a row-major A is (a_row = lda, a_col = 1);
+// the transpose of a row-major K x M matrix is (a_row = 1, a_col = lda). B is row-major
+// K x N with leading dimension ldb. The epilogue, applied while C is in registers:
+//   accumulate  C = C + alpha * acc (one fused multiply-add; the SGD update), else
+//               C = alpha * acc
+//   bias        + bias[j]                          (forward)
+//   act         relu / leaky-relu of the result    (forward)
+//   deriv       times act'(H[i][j]) where H has C's shape and ldc (backward)
+// Three combinations are used and supported: accumulate alone (update), bias and/or
+// act (forward), deriv alone (backward).
+//
+// matmul() runs every tile in the calling thread: each OpenMP thread multiplies its own
+// rows of the batch (openmp/openmp.c --accum reduction's path, without the team driver).
+
+enum { ACT_NONE = -1 };
+
+typedef struct {
+    float alpha;
+    int accumulate;
+    const float *bias;
+    int act;                    /* ACT_NONE, ACT_RELU, ACT_LEAKY_RELU (sigmoid: separate pass) */
+    const float *deriv;         /* activations whose derivative multiplies the result */
+    int deriv_act;
+} epilogue;
+
+static const epilogue EPI_PLAIN = { 1.0f, 0, NULL, ACT_NONE, NULL, ACT_NONE };
+
+/* The scalar definition of the epilogue; the AVX-512 path computes the same values. */
+static inline float epilogue_one(const epilogue *e, float acc, float c_old, int j, float h) {
+    float v = e->accumulate ? fmaf(e->alpha, acc, c_old) : e->alpha * acc;
+    if (e->bias) v += e->bias[j];
+    if (e->act == ACT_RELU) v = v > 0.0f ? v : 0.0f;
+    else if (e->act == ACT_LEAKY_RELU) v = v > 0.0f ? v : LEAKY_RELU_SLOPE * v;
+    if (e->deriv) {
+        if (e->deriv_act == ACT_RELU) v = h > 0.0f ? v : 0.0f;
+        else if (e->deriv_act == ACT_LEAKY_RELU) v = h > 0.0f ? v : LEAKY_RELU_SLOPE * v;
+        else if (e->deriv_act == ACT_SIGMOID) v = v * (h * (1.0f - h));
+    }
+    return v;
+}
+
+/* What the epilogue does, as a compile-time constant inside the kernel (a runtime
+ * test per stored vector costs a third of the time of a K = 64 product). EPI_STORE
+ * (C = alpha * acc, nothing else: a thread's plain gradient) is this trainer's
+ * addition: serial reaches it only through EPI_FORWARD's runtime tests. */
+enum { EPI_FORWARD, EPI_BACKWARD, EPI_UPDATE, EPI_STORE };
+
+#if defined(__AVX512F__)
+#define MR 6    /* rows of C per micro-tile */
+#define NR 64   /* columns per micro-tile: four 16-float vectors; 6 x 4 = 24 zmm accumulators */
+
+static inline __attribute__((always_inline)) __m512
+epilogue_vec(const int kind, const epilogue *e, __m512 acc, const float *c, const float *bias,
+             const float *h, __mmask16 m) {
+    if (kind == EPI_UPDATE)                 /* C + alpha * acc, one rounding */
+        return _mm512_fmadd_ps(_mm512_set1_ps(e->alpha), acc, _mm512_maskz_loadu_ps(m, c));
+    __m512 v = _mm512_mul_ps(_mm512_set1_ps(e->alpha), acc);
+    if (kind == EPI_STORE) return v;
+    if (kind == EPI_FORWARD) {
+        if (bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, bias));
+        if (e->act == ACT_RELU) v = _mm512_max_ps(v, _mm512_setzero_ps());
+        else if (e->act == ACT_LEAKY_RELU) {
+            __mmask16 pos = _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_GT_OQ);
+            v = _mm512_mask_blend_ps(pos, _mm512_mul_ps(v, _mm512_set1_ps(LEAKY_RELU_SLOPE)), v);
+        }
+        return v;
+    }
+    __m512 hv = _mm512_maskz_loadu_ps(m, h);   /* EPI_BACKWARD: times act'(h) */
+    if (e->deriv_act == ACT_SIGMOID)
+        return _mm512_mul_ps(v, _mm512_mul_ps(hv, _mm512_sub_ps(_mm512_set1_ps(1.0f), hv)));
+    __mmask16 pos = _mm512_cmp_ps_mask(hv, _mm512_setzero_ps(), _CMP_GT_OQ);
+    __m512 neg = e->deriv_act == ACT_LEAKY_RELU ? _mm512_mul_ps(v, _mm512_set1_ps(LEAKY_RELU_SLOPE))
+                                                : _mm512_setzero_ps();
+    return _mm512_mask_blend_ps(pos, neg, v);
+}
+
+/* One mr x (16 nv) tile of C over the whole K: per k, nv vector loads of B, mr broadcasts
+ * of A, mr * nv fused multiply-adds (24 FMAs for 10 loads in the full 6 x 64 tile, so
+ * the FMA units, not the load ports, set the pace). mr and nv are compile-time
+ * constants at every call site, so unused rows and vectors vanish. The accumulators
+ * are named variables, not an array: GCC keeps an array of vectors in memory and
+ * stores it on every k. Only the last vector of a row may be partial (mask mlast). */
+#define TILE_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
+static inline __attribute__((always_inline)) void
+micro_tile(const int kind, const int mr, const int nv, int K, const float *restrict A, long a_row, long a_col,
+           const float *restrict B, long ldb, float *restrict C, long ldc, __mmask16 mlast,
+           const epilogue *e, int j, long h_off) {
+#define DECLARE(r) __m512 c##r##_0 = _mm512_setzero_ps(), c##r##_1 = c##r##_0, c##r##_2 = c##r##_0, c##r##_3 = c##r##_0;
+    TILE_ROWS(DECLARE)
+#undef DECLARE
+#define LOAD_B(v) (nv > v ? (nv - 1 == v ? _mm512_maskz_loadu_ps(mlast, bk + 16 * v) : _mm512_loadu_ps(bk + 16 * v)) \
+                          : _mm512_setzero_ps())
+    for (int k = 0; k < K; k++) {
+        const float *bk = B + (long)k * ldb;
+        __m512 b0 = LOAD_B(0), b1 = LOAD_B(1), b2 = LOAD_B(2), b3 = LOAD_B(3);
+        const float *a = A + (long)k * a_col;
+#define FMA_ROW(r) if (mr > r) { __m512 av = _mm512_set1_ps(a[r * a_row]); \
+                                 c##r##_0 = _mm512_fmadd_ps(av, b0, c##r##_0); \
+                                 if (nv > 1) c##r##_1 = _mm512_fmadd_ps(av, b1, c##r##_1); \
+                                 if (nv > 2) c##r##_2 = _mm512_fmadd_ps(av, b2, c##r##_2); \
+                                 if (nv > 3) c##r##_3 = _mm512_fmadd_ps(av, b3, c##r##_3); }
+        TILE_ROWS(FMA_ROW)
+#undef FMA_ROW
+    }
+#undef LOAD_B
+#define STORE_VEC(r, v) if (nv > v) { \
+        __mmask16 m = nv - 1 == v ? mlast : (__mmask16)0xFFFF; \
+        float *c = C + r * ldc + 16 * v; \
+        const float *bias = kind == EPI_FORWARD && e->bias ? e->bias + j + 16 * v : NULL; \
+        const float *h = kind == EPI_BACKWARD ? e->deriv + h_off + r * ldc + 16 * v : NULL; \
+        _mm512_mask_storeu_ps(c, m, epilogue_vec(kind, e, c##r##_##v, c, bias, h, m)); }
+#define STORE_ROW(r) if (mr > r) { STORE_VEC(r, 0) STORE_VEC(r, 1) STORE_VEC(r, 2) STORE_VEC(r, 3) }
+    TILE_ROWS(STORE_ROW)
+#undef STORE_ROW
+#undef STORE_VEC
+}
+
+#define TILE_CASE_NV(MRV) switch (nv) { \
+    case 4: micro_tile(kind, MRV, 4, K, Ai, a_row, a_col, B + j, ldb, Cij, ldc, mlast, e, j, h_off); break; \
+    case 3: micro_tile(kind, MRV, 3, K, Ai, a_row, a_col, B + j, ldb, Cij, ldc, mlast, e, j, h_off); break; \
+    case 2: micro_tile(kind, MRV, 2, K, Ai, a_row, a_col, B + j, ldb, Cij, ldc, mlast, e, j, h_off); break; \
+    default: micro_tile(kind, MRV, 1, K, Ai, a_row, a_col, B + j, ldb, Cij, ldc, mlast, e, j, h_off); break; }
+
+/* The tile of C at row i, column j (at most MR x NR). */
+static inline __attribute__((always_inline)) void
+matmul_tile(const int kind, int i, int j, int M, int N, int K, const float *A, long a_row, long a_col,
+            const float *B, long ldb, float *C, long ldc, const epilogue *e) {
+    int mr = M - i < MR ? M - i : MR;
+    const float *Ai = A + (long)i * a_row;
+    int nc = N - j < NR ? N - j : NR;
+    int nv = (nc + 15) / 16;
+    int tail = nc - 16 * (nv - 1);                       /* 1..16 columns */
+    __mmask16 mlast = (__mmask16)(tail == 16 ? 0xFFFF : (1u << tail) - 1);
+    float *Cij = C + (long)i * ldc + j;
+    long h_off = (long)i * ldc + j;
+    switch (mr) {
+    case 6: TILE_CASE_NV(6) break;
+    case 5: TILE_CASE_NV(5) break;
+    case 4: TILE_CASE_NV(4) break;
+    case 3: TILE_CASE_NV(3) break;
+    case 2: TILE_CASE_NV(2) break;
+    default: TILE_CASE_NV(1) break;
+    }
+}
+#else
+/* Portable path: the same tiling with plain loops the compiler vectorizes along j. */
+#define MR 4
+#define NR 32
+static inline void
+matmul_tile(const int kind, int i, int j, int M, int N, int K, const float *A, long a_row, long a_col,
+            const float *B, long ldb, float *C, long ldc, const epilogue *e) {
+    (void)kind;
+    int mr = M - i < MR ? M - i : MR;
+    int nc = N - j < NR ? N - j : NR;
+    float acc[MR][NR];
+    memset(acc, 0, sizeof acc);
+    for (int k = 0; k < K; k++) {
+        const float *restrict b = B + (long)k * ldb + j;
+        for (int r = 0; r < mr; r++) {
+            float a = A[(long)(i + r) * a_row + (long)k * a_col];
+            for (int c = 0; c < nc; c++) acc[r][c] = fmaf(a, b[c], acc[r][c]);
+        }
+    }
+    for (int r = 0; r < mr; r++)
+        for (int c = 0; c < nc; c++) {
+            long at = (long)(i + r) * ldc + j + c;
+            C[at] = epilogue_one(e, acc[r][c], C[at], j + c, e->deriv ? e->deriv[at] : 0.0f);
+        }
+}
+#endif
+
+/* All tiles, in the calling thread (serial's order: row blocks, then column panels). */
+static inline __attribute__((always_inline)) void
+matmul_tiles(const int kind, int M, int N, int K, const float *A, long a_row, long a_col,
+             const float *B, long ldb, float *C, long ldc, const epilogue *e) {
+    for (int i = 0; i < M; i += MR)
+        for (int j = 0; j < N; j += NR) matmul_tile(kind, i, j, M, N, K, A, a_row, a_col, B, ldb, C, ldc, e);
+}
+
+static void matmul(int M, int N, int K, const float *A, long a_row, long a_col,
+                   const float *B, long ldb, float *C, long ldc, const epilogue *e) {
+    if (e->accumulate) matmul_tiles(EPI_UPDATE, M, N, K, A, a_row, a_col, B, ldb, C, ldc, e);
+    else if (e->deriv) matmul_tiles(EPI_BACKWARD, M, N, K, A, a_row, a_col, B, ldb, C, ldc, e);
+    else if (!e->bias && e->act == ACT_NONE) matmul_tiles(EPI_STORE, M, N, K, A, a_row, a_col, B, ldb, C, ldc, e);
+    else matmul_tiles(EPI_FORWARD, M, N, K, A, a_row, a_col, B, ldb, C, ldc, e);
+}
+
+/* dst[j * ld + i] = src[i * cols + j]: the transpose of a block of rows of src lands in
+ * the same block of columns of dst (ld = rows of the whole matrix). In 16 x 16 blocks so
+ * that both the reads and the strided writes stay within a few cache lines. */
+static void transpose(const float *restrict src, int rows, int cols, float *restrict dst, long ld) {
+    enum { BLOCK = 16 };
+    for (int i0 = 0; i0 < rows; i0 += BLOCK)
+        for (int j0 = 0; j0 < cols; j0 += BLOCK) {
+            int i1 = i0 + BLOCK < rows ? i0 + BLOCK : rows, j1 = j0 + BLOCK < cols ? j0 + BLOCK : cols;
+            for (int j = j0; j < j1; j++)
+                for (int i = i0; i < i1; i++) dst[(long)j * ld + i] = src[(long)i * cols + j];
+        }
+}
+
+/* [*lo, *hi) = thread t's part of n items, in units of `unit` items (sizes differ by at
+ * most one unit; the last part takes the remainder). unit 1: batch rows; unit 16:
+ * parameter slices, so that two threads never write the same cache line. */
+static void split(long n, int t, int T, long unit, long *lo, long *hi) {
+    long units = (n + unit - 1) / unit, q = units / T, r = units % T;
+    long u0 = t * q + (t < r ? t : r), u1 = u0 + q + (t < r);
+    *lo = u0 * unit < n ? u0 * unit : n;
+    *hi = u1 * unit < n ? u1 * unit : n;
+}
+
+// ----------------------------------------------------------------------------
+// model: one contiguous parameter buffer with per-layer views, and the rank's gradient
+// laid out exactly like it (so one MPI call covers every layer)
+//
+// Layer l (1..L) maps size[l-1] inputs to size[l] outputs: W[l] is size[l-1] x size[l]
+// row-major (so the forward product is act[l-1] . W[l]), b[l] has size[l] entries.
+// The activations and the thread's own gradient live in one `work` per thread, sized for
+// that thread's slice of the rank's part of a batch.
+
+typedef struct {
+    int n_layers;                 /* L: hidden layers + output layer */
+    int size[MAX_LAYERS + 1];     /* size[0] = inputs, size[L] = 10 classes */
+    int activation;               /* of the hidden layers */
+    long n_params;                /* trainable parameters */
+    long params_alloc;            /* floats in params, with padding that aligns each view */
+    float *params;                /* all W and b, layer by layer: W1 b1 W2 b2 ... */
+    float *W[MAX_LAYERS + 1], *b[MAX_LAYERS + 1];
+    float *wt[MAX_LAYERS + 1];    /* W[l]^T (l >= 2), kept current by whoever updates W[l] */
+    float *grad;                  /* the rank's gradient (sum over its threads, then over ranks) */
+} mlp;
+
+typedef struct {
+    int max_rows;
+    float *act[MAX_LAYERS + 1];   /* act[0] = input rows, act[L] = logits, then dZ of the output */
+    float *delta[MAX_LAYERS + 1]; /* dL/dZ of hidden layer l */
+    float *grad;                  /* this thread's gradient, laid out like params */
+    unsigned char *y;             /* labels of the rows in act[0] */
+} work;
+
+/* One thread's counters, each on its own cache line (no false sharing). */
+typedef struct {
+    _Alignas(64) double loss;     /* summed cross-entropy of this thread's rows, this epoch */
+    long correct;                 /* correct predictions among them (training or test) */
+    double barrier;               /* seconds waiting at barriers, this epoch */
+} thread_stats;
+
+/* Every buffer starts on a 64-byte boundary: a misaligned 64-byte vector load spans
+ * two cache lines, which costs a quarter of the kernel's speed. */
+static float *alloc_floats(long n) {
+    size_t bytes = ((size_t)n * sizeof(float) + 63) / 64 * 64;
+    return aligned_alloc(64, bytes ? bytes : 64);
+}
+#define PAD16(n) (((n) + 15L) / 16 * 16)   /* floats: keep each view 64-byte aligned */
+
+static float *zeroed_floats(long n) {
+    float *p = alloc_floats(n);
+    if (p) memset(p, 0, sizeof(float) * (size_t)n);
+    return p;
+}
+
+/* offset of W[l] (and b[l]) in the parameter layout */
+static long w_offset(const mlp *m, int l) { return m->W[l] - m->params; }
+static long b_offset(const mlp *m, int l) { return m->b[l] - m->params; }
+
+static int mlp_init(mlp *m, int inputs, const train_options *o) {
+    memset(m, 0, sizeof *m);
+    m->n_layers = o->n_hidden + 1;
+    m->size[0] = inputs;
+    for (int l = 1; l <= o->n_hidden; l++) m->size[l] = o->hidden[l - 1];
+    m->size[m->n_layers] = IDX_CLASSES;
+    m->activation = o->activation;
+    for (int l = 1; l <= m->n_layers; l++) {
+        m->n_params += (long)m->size[l - 1] * m->size[l] + m->size[l];
+        m->params_alloc += PAD16((long)m->size[l - 1] * m->size[l]) + PAD16(m->size[l]);
+    }
+    m->params = zeroed_floats(m->params_alloc);   /* padding stays zero */
+    m->grad = zeroed_floats(m->params_alloc);
+    if (!m->params || !m->grad) return -1;
+    float *p = m->params;
+    for (int l = 1; l <= m->n_layers; l++) {
+        m->W[l] = p; p += PAD16((long)m->size[l - 1] * m->size[l]);
+        m->b[l] = p; p += PAD16(m->size[l]);
+        prng_init_dense(m->W[l], m->size[l - 1], m->size[l], l, l == m->n_layers, o->seed);
+        memset(m->b[l], 0, sizeof(float) * (size_t)m->size[l]);
+        if (l >= 2) {
+            if (!(m->wt[l] = alloc_floats((long)m->size[l - 1] * m->size[l]))) return -1;
+            transpose(m->W[l], m->size[l - 1], m->size[l], m->wt[l], m->size[l - 1]);
+        }
+    }
+    return 0;
+}
+
+static int work_init(work *w, const mlp *m, int max_rows) {
+    memset(w, 0, sizeof *w);
+    w->max_rows = max_rows;
+    for (int l = 0; l <= m->n_layers; l++) {
+        w->act[l] = alloc_floats((long)max_rows * m->size[l]);
+        w->delta[l] = alloc_floats((long)max_rows * m->size[l]);
+        if (!w->act[l] || !w->delta[l]) return -1;
+    }
+    w->y = malloc((size_t)max_rows);
+    if (!w->y) return -1;
+    if (!(w->grad = zeroed_floats(m->params_alloc))) return -1;   /* padding stays zero */
+    return 0;
+}
+
+static void work_free(work *w, const mlp *m) {
+    for (int l = 0; l <= m->n_layers; l++) { free(w->act[l]); free(w->delta[l]); }
+    free(w->y); free(w->grad);
+}
+
+static void mlp_free(mlp *m) {
+    free(m->params); free(m->grad);
+    for (int l = 2; l <= m->n_layers; l++) free(m->wt[l]);
+}
+
+/* model FLOP per training sample: forward 2*in*out per layer, weight gradients the
+ * same, input gradients for every layer but the first (elementwise work not counted) */
+static double mlp_flops_per_sample(const mlp *m) {
+    double f = 0;
+    for (int l = 1; l <= m->n_layers; l++) {
+        double io = (double)m->size[l - 1] * m->size[l];
+        f += 4 * io + (l > 1 ? 2 * io : 0);
+    }
+    return f;
+}
+
+/* A barrier, timed: the wait is added to the thread's counters. */
+static void team_barrier(thread_stats *st) {
+    double t0 = timer_now();
+#pragma omp barrier
+    st->barrier += timer_now() - t0;
+}
+
+// ----------------------------------------------------------------------------
+// forward: the calling thread does the whole layer on its own rows
+
+static void sigmoid_inplace(float *x, long n) {
+    for (long i = 0; i < n; i++) x[i] = 1.0f / (1.0f + expf(-x[i]));
+}
+
+/* act[l] = activation(act[l-1] . W[l] + b[l]); the last layer leaves logits. */
+static void dense_forward(const mlp *m, work *w, int l, int rows) {
+    int in = m->size[l - 1], out = m->size[l];
+    int hidden = l < m->n_layers;
+    epilogue e = EPI_PLAIN;
+    e.bias = m->b[l];
+    if (hidden && m->activation != ACT_SIGMOID) e.act = m->activation;
+    matmul(rows, out, in, w->act[l - 1], in, 1, m->W[l], out, w->act[l], out, &e);
+    if (hidden && m->activation == ACT_SIGMOID) sigmoid_inplace(w->act[l], (long)rows * out);
+}
+
+static void mlp_forward(const mlp *m, work *w, int rows) {
+    for (int l = 1; l <= m->n_layers; l++) dense_forward(m, w, l, rows);
+}
+
+/* Softmax + cross-entropy on the logits in place: leaves dL/dlogits = p - onehot
+ * (per sample, not yet divided by the batch size). Returns the summed loss (double)
+ * and counts correct argmax predictions. */
+static double softmax_xent(float *restrict z, const unsigned char *restrict y, int rows, int classes,
+                           long *correct) {
+    double loss = 0.0;
+    for (int i = 0; i < rows; i++) {
+        float *zi = z + (long)i * classes;
+        int best = 0;
+        float mx = zi[0];
+        for (int c = 1; c < classes; c++) if (zi[c] > mx) { mx = zi[c]; best = c; }
+        float zy = zi[y[i]] - mx;
+        float sum = 0.0f;
+        for (int c = 0; c < classes; c++) { zi[c] = expf(zi[c] - mx); sum += zi[c]; }
+        /* -log p_y = log(sum) - (z_y - max): finite even when p_y underflows */
+        loss += (double)logf(sum) - (double)zy;
+        float inv = 1.0f / sum;
+        for (int c = 0; c < classes; c++) zi[c] *= inv;
+        zi[y[i]] -= 1.0f;
+        *correct += best == y[i];
+    }
+    return loss;
+}
+
+// ----------------------------------------------------------------------------
+// backward: dense_backward() writes the plain gradient of the thread's rows,
+// g = act[l-1]^T . dZ (the product's epilogue with alpha 1, no accumulate), into the
+// thread's buffer; the update comes after the two-level sum below. With P x T = 1 x 1
+// that is serial's fused W += scale * A^T dZ taken apart: the same acc, then the same fmaf.
+
+/* Layer l with dZ (dL/d pre-activation) in dz: the gradient for the layer below
+ * (W[l]^T from m->wt: the old W), then this layer's weight and bias gradients. */
+static void dense_backward(const mlp *m, work *w, int l, const float *dz, int rows) {
+    int in = m->size[l - 1], out = m->size[l];
+    if (l > 1) {
+        /* delta[l-1] = (dz . W^T) * act'(act[l-1]) */
+        epilogue e = EPI_PLAIN;
+        e.deriv = w->act[l - 1];
+        e.deriv_act = m->activation;
+        matmul(rows, in, out, dz, out, 1, m->wt[l], in, w->delta[l - 1], in, &e);
+    }
+    /* gW = act[l-1]^T . dz */
+    matmul(in, out, rows, w->act[l - 1], 1, in, dz, out, w->grad + w_offset(m, l), out, &EPI_PLAIN);
+    /* gb = column sums of dz */
+    float *restrict db = w->grad + b_offset(m, l);
+    for (int j = 0; j < out; j++) db[j] = 0.0f;
+    for (int i = 0; i < rows; i++) {
+        const float *restrict d = dz + (long)i * out;
+        for (int j = 0; j < out; j++) db[j] += d[j];
+    }
+}
+
+// ----------------------------------------------------------------------------
+// communication: threads -> rank (fixed-order sum), rank -> ranks (MPI, master thread)
+
+static double comm_seconds;      /* inside MPI calls during training, since the last reset */
+static int sync_mode;            /* --sync */
+
+/* A failed MPI call (MPI_ERRORS_RETURN): one line naming the rank, the call and MPI's
+ * message, then the whole job ends (MPI_Abort), so no rank waits forever in a collective. */
+static void mpi_check(int rc, const char *call) {
+    if (rc == MPI_SUCCESS) return;
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) snprintf(msg, sizeof msg, "error code %d", rc);
+    fprintf(stderr, PROGRAM ": rank %d: %s failed: %s\n", rank, call, msg);
+    fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    exit(1);
+}
+/* COMM(MPI_Allreduce, (args)): call, check, add the seconds to comm_seconds. Only ever
+ * run by the master thread (MPI_THREAD_FUNNELED), so comm_seconds needs no lock. */
+#define COMM(fn, args) do { double t_ = timer_now(); mpi_check(fn args, #fn); \
+                            comm_seconds += timer_now() - t_; } while (0)
+
+/* Set-up errors (data files, memory): if any rank failed, the lowest failing rank prints
+ * its one-line message and every rank exits with status. */
+static void agree_or_die(int failed, const char *msg, int status) {
+    int mine = failed ? rank : nranks, lowest = nranks;
+    mpi_check(MPI_Allreduce(&mine, &lowest, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce");
+    if (lowest == nranks) return;
+    if (rank == lowest) fprintf(stderr, PROGRAM ": %s\n", msg);
+    exit(status);
+}
+
+/* thread t's slices of the parameter layout: rows [i0, i1) of every W (columns of every
+ * b), rounded to 16 floats so two threads never write the same cache line */
+typedef struct { long w0[MAX_LAYERS + 1], w1[MAX_LAYERS + 1], b0[MAX_LAYERS + 1], b1[MAX_LAYERS + 1], i0[MAX_LAYERS + 1], i1[MAX_LAYERS + 1]; } slices;
+
+static void my_slices(const mlp *m, int t, int T, slices *s) {
+    for (int l = 1; l <= m->n_layers; l++) {
+        int in = m->size[l - 1], out = m->size[l];
+        long j0, j1;
+        split(in, t, T, 16, &s->i0[l], &s->i1[l]);
+        split(out, t, T, 16, &j0, &j1);
+        s->w0[l] = w_offset(m, l) + s->i0[l] * out;
+        s->w1[l] = w_offset(m, l) + s->i1[l] * out;
+        s->b0[l] = b_offset(m, l) + j0;
+        s->b1[l] = b_offset(m, l) + j1;
+    }
+}
+
+/* dst[p] = g_0[p] + g_1[p] + ... + g_{ng-1}[p] for p in [lo, hi), always in the order
+ * of g[] (ng = 0, a thread-less rank's part of a short batch: zeros) */
+static void sum_threads(float *restrict dst, float *const *g, int ng, long lo, long hi) {
+    if (ng == 0) { memset(dst + lo, 0, sizeof(float) * (size_t)(hi - lo)); return; }
+    const float *restrict g0 = g[0];
+    for (long p = lo; p < hi; p++) dst[p] = g0[p];
+    for (int u = 1; u < ng; u++) {
+        const float *restrict gu = g[u];
+        for (long p = lo; p < hi; p++) dst[p] += gu[p];
+    }
+}
+
+/* level 1, by every thread: its slices of the rank gradient = sum over the threads */
+static void reduce_threads(mlp *m, float *const *g, int ng, const slices *s) {
+    for (int l = 1; l <= m->n_layers; l++) {
+        sum_threads(m->grad, g, ng, s->w0[l], s->w1[l]);
+        sum_threads(m->grad, g, ng, s->b0[l], s->b1[l]);
+    }
+}
+
+/* level 2, master thread only (between barriers): the rank gradients over the ranks */
+static void exchange_gradients(mlp *m) {
+    int n = (int)m->params_alloc;
+    if (sync_mode == SYNC_ALLREDUCE)
+        COMM(MPI_Allreduce, (MPI_IN_PLACE, m->grad, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+    else
+        COMM(MPI_Reduce, (rank == 0 ? MPI_IN_PLACE : m->grad, m->grad, n, MPI_FLOAT, MPI_SUM, 0, MPI_COMM_WORLD));
+}
+
+/* reduce-bcast, master thread only: rank 0's updated parameters to every rank */
+static void broadcast_params(mlp *m) {
+    COMM(MPI_Bcast, (m->params, (int)m->params_alloc, MPI_FLOAT, 0, MPI_COMM_WORLD));
+}
+
+// ----------------------------------------------------------------------------
+// update: serial's formula on the thread's slices, W = fmaf(-lr/B, g, W), B global
+
+static void update_slices(mlp *m, float scale, const slices *s) {
+    float *restrict p = m->params;
+    const float *restrict g = m->grad;
+    for (int l = 1; l <= m->n_layers; l++) {
+        for (long i = s->w0[l]; i < s->w1[l]; i++) p[i] = fmaf(scale, g[i], p[i]);
+        for (long i = s->b0[l]; i < s->b1[l]; i++) p[i] = fmaf(scale, g[i], p[i]);
+    }
+}
+
+/* the thread's rows of each W[l] into the columns of W[l]^T used by the next backward */
+static void transpose_slices(mlp *m, const slices *s) {
+    for (int l = 2; l <= m->n_layers; l++) {
+        int in = m->size[l - 1], out = m->size[l];
+        long i0 = s->i0[l], i1 = s->i1[l];
+        if (i1 > i0) transpose(m->W[l] + i0 * out, (int)(i1 - i0), out, m->wt[l] + i0, in);
+    }
+}
+
+/* One SGD step, called by every thread of the rank: thread t trains on its slice of
+ * the rank's rows [idx, idx + rank_rows) of a global batch of batch_rows rows, then the
+ * two-level sum and the update. A thread (or a rank) without rows still does its part
+ * of the sums and joins every barrier and collective. */
+static void train_step(mlp *m, work *ws, thread_stats *st, const dataset *d, const uint32_t *idx,
+                       int rank_rows, int batch_rows, float lr, int t, int T) {
+    int L = m->n_layers;
+    work *w = &ws[t];
+    long lo, hi;
+    split(rank_rows, t, T, 1, &lo, &hi);
+    int n = (int)(hi - lo);
+    if (n > 0) {
+        size_t bytes = sizeof(float) * (size_t)d->features;
+        for (int r = 0; r < n; r++) {
+            memcpy(w->act[0] + (size_t)r * d->features, d->x + (size_t)idx[lo + r] * d->features, bytes);
+            w->y[r] = d->y[idx[lo + r]];
+        }
+        mlp_forward(m, w, n);
+        st->loss += softmax_xent(w->act[L], w->y, n, m->size[L], &st->correct);
+        dense_backward(m, w, L, w->act[L], n);
+        for (int l = L - 1; l >= 1; l--) dense_backward(m, w, l, w->delta[l], n);
+    }
+    slices s;
+    my_slices(m, t, T, &s);
+    float *g[MAX_THREADS];
+    int active = rank_rows < T ? rank_rows : T;   /* threads 0..active-1 had rows */
+    for (int u = 0; u < active; u++) g[u] = ws[u].grad;
+    float scale = -lr / (float)batch_rows;
+    team_barrier(st);                              /* every thread's gradient is complete */
+    reduce_threads(m, g, active, &s);
+    team_barrier(st);                              /* the rank's gradient is complete */
+#pragma omp master
+    exchange_gradients(m);
+    team_barrier(st);                              /* the sum over ranks is in m->grad */
+    if (sync_mode == SYNC_ALLREDUCE) {
+        update_slices(m, scale, &s);
+    } else {
+        if (rank == 0) update_slices(m, scale, &s);
+        team_barrier(st);                          /* rank 0's parameters are updated */
+#pragma omp master
+        broadcast_params(m);
+        team_barrier(st);                          /* every rank holds rank 0's parameters */
+    }
+    transpose_slices(m, &s);
+    team_barrier(st);                              /* W and W^T updated before the next forward */
+}
+
+// ----------------------------------------------------------------------------
+// data movement and evaluation
+
+/* rank r's contiguous part [*lo, *lo + *count) of n items: sizes differ by at most one */
+static void shard(long n, int r, int p, long *lo, long *count) {
+    long base = n / p, rem = n % p;
+    *lo = r * base + (r < rem ? r : rem);
+    *count = base + (r < rem ? 1 : 0);
+}
+
+static int argmax10(const float *z, int classes) {
+    int best = 0;
+    for (int c = 1; c < classes; c++) if (z[c] > z[best]) best = c;
+    return best;
+}
+
+/* Correct predictions on the samples of d (this rank's test shard; may be empty);
+ * predictions optional. Every EVAL_BATCH rows are split over the threads, each forwards
+ * its slice with its own buffers (no barrier); the counts are added in thread order. */
+static long evaluate(const mlp *m, work *ws, thread_stats *st, int T, const dataset *d,
+                     unsigned char *predictions) {
+    int L = m->n_layers, classes = m->size[L];
+    for (int t = 0; t < T; t++) st[t].correct = 0;
+#pragma omp parallel num_threads(T)
+    {
+        int t = omp_get_thread_num();
+        work *w = &ws[t];
+        for (long start = 0; start < d->n; start += EVAL_BATCH) {
+            int rows = (int)(d->n - start < EVAL_BATCH ? d->n - start : EVAL_BATCH);
+            long lo, hi;
+            split(rows, t, T, 1, &lo, &hi);
+            int n = (int)(hi - lo);
+            if (n == 0) continue;
+            memcpy(w->act[0], d->x + (size_t)(start + lo) * d->features, sizeof(float) * (size_t)n * d->features);
+            mlp_forward(m, w, n);
+            for (int i = 0; i < n; i++) {
+                int p = argmax10(w->act[L] + (long)i * classes, classes);
+                st[t].correct += p == d->y[start + lo + i];
+                if (predictions) predictions[start + lo + i] = (unsigned char)p;
+            }
+        }
+    }
+    long correct = 0;
+    for (int t = 0; t < T; t++) correct += st[t].correct;
+    return correct;
+}
+
+static void print_predictions(const dataset *d, const unsigned char *pred, int k) {
+    static const char shades[] = " .:-=+*#%@";
+    int step = d->side > 28 ? d->side / 28 : 1;
+    for (int s = 0; s < k && s < d->n; s++) {
+        printf("test image %d: predicted %d, true %d%s\n", s, pred[s], d->y[s], pred[s] == d->y[s] ? "" : "  <-- wrong");
+        for (int r = 0; r < d->side; r += step) {
+            for (int c = 0; c < d->side; c += step) {
+                float v = d->x[(size_t)s * d->features + (size_t)r * d->side + c];
+                int q = (int)(v * 9.999f);
+                putchar(shades[q < 0 ? 0 : q > 9 ? 9 : q]);
+            }
+            putchar('\n');
+        }
+    }
+}
+
+/* FNV-1a of the parameter bytes: equal on every rank iff the replicas are identical */
+static uint64_t params_hash(const mlp *m) {
+    const unsigned char *p = (const unsigned char *)m->params;
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < sizeof(float) * (size_t)m->params_alloc; i++) h = (h ^ p[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* --dump-params: W1 b1 W2 b2 ... as raw float32, without the alignment padding */
+static int dump_params(const mlp *m, const char *path, char *err, size_t errlen) {
+    FILE *f = fopen(path, "wb");
+    if (!f) { snprintf(err, errlen, "--dump-params %s: cannot create the file", path); return -1; }
+    int ok = 1;
+    for (int l = 1; l <= m->n_layers; l++) {
+        size_t nw = (size_t)m->size[l - 1] * (size_t)m->size[l], nb = (size_t)m->size[l];
+        ok &= fwrite(m->W[l], sizeof(float), nw, f) == nw && fwrite(m->b[l], sizeof(float), nb, f) == nb;
+    }
+    if (fclose(f) || !ok) { snprintf(err, errlen, "--dump-params %s: write failed", path); return -1; }
+    return 0;
+}
+
+// ----------------------------------------------------------------------------
+// main
+
+/* exit() anywhere (bad flags on every rank, --help) still finalizes MPI, so mpirun sees
+ * a clean exit with our status instead of a process "exiting improperly" */
+static void finalize_at_exit(void) {
+    int init = 0, fin = 0;
+    MPI_Initialized(&init);
+    MPI_Finalized(&fin);
+    if (init && !fin) MPI_Finalize();
+}
+
+static const char *thread_level_name(int level) {
+    return level == MPI_THREAD_SINGLE ? "MPI_THREAD_SINGLE" : level == MPI_THREAD_FUNNELED ? "MPI_THREAD_FUNNELED"
+         : level == MPI_THREAD_SERIALIZED ? "MPI_THREAD_SERIALIZED" : level == MPI_THREAD_MULTIPLE ? "MPI_THREAD_MULTIPLE"
+         : "an unknown level";
+}
+
+/* The thread level MPI provided, or the one PARTRAIN_FAKE_PROVIDED names (test hook). */
+static int provided_level(int provided) {
+    const char *fake = getenv("PARTRAIN_FAKE_PROVIDED");
+    if (!fake || !*fake) return provided;
+    if (!strcmp(fake, "single")) return MPI_THREAD_SINGLE;
+    if (!strcmp(fake, "funneled")) return MPI_THREAD_FUNNELED;
+    if (!strcmp(fake, "serialized")) return MPI_THREAD_SERIALIZED;
+    if (!strcmp(fake, "multiple")) return MPI_THREAD_MULTIPLE;
+    die_all("PARTRAIN_FAKE_PROVIDED=%s: not a thread level (single, funneled, serialized, multiple)", fake);
+}
+
+#ifndef TESTING
+int main(int argc, char **argv) {
+    int provided = MPI_THREAD_SINGLE;
+    if (MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+        fprintf(stderr, PROGRAM ": MPI_Init_thread failed\n");
+        return 1;
+    }
+    atexit(finalize_at_exit);
+    mpi_check(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+    mpi_check(MPI_Comm_rank(MPI_COMM_WORLD, &rank), "MPI_Comm_rank");
+    mpi_check(MPI_Comm_size(MPI_COMM_WORLD, &nranks), "MPI_Comm_size");
+    /* The levels are ordered SINGLE < FUNNELED < SERIALIZED < MULTIPLE (MPI standard). */
+    provided = provided_level(provided);
+    if (provided < MPI_THREAD_FUNNELED)
+        die_all("the MPI library provides only %s, but OpenMP threads next to MPI calls from the master thread "
+                "need MPI_THREAD_FUNNELED (use an MPI built with thread support, or mpi/mpi)",
+                thread_level_name(provided));
+    hybrid_options ho;
+    parse_options(&ho, argc, argv);
+    train_options *o = &ho.common;
+    int T = ho.threads;
+    sync_mode = ho.sync;
+    char err[IDX_ERR_LEN] = "";
+
+    /* data: every rank checks the files; the sizes decide the same errors on every rank */
+    long train_avail = 0, test_avail = 0;
+    int bad = dataset_count(o->data_dir, "train", &train_avail, err, sizeof err) ||
+              dataset_count(o->data_dir, "t10k", &test_avail, err, sizeof err);
+    agree_or_die(bad, err, 2);
+    if (o->train_n > train_avail) die_all("--train %ld: %s holds only %ld training samples", o->train_n, o->data_dir, train_avail);
+    if (o->test_n > test_avail) die_all("--test %ld: %s holds only %ld test samples", o->test_n, o->data_dir, test_avail);
+    long train_n = o->train_n ? o->train_n : train_avail;
+    long test_n = o->test_n ? o->test_n : test_avail;
+    if (nranks > train_n)
+        die_all("%d ranks but only %ld training samples: every rank needs at least one (fewer ranks or a larger --train)", nranks, train_n);
+    if (o->batch_full) o->batch = train_n;
+    if (o->batch > train_n) die_all("--batch %ld is larger than the %ld training samples", o->batch, train_n);
+    if (o->batch < nranks)
+        die_all("--batch %ld is smaller than the %d ranks: every rank needs at least one row of each mini-batch", o->batch, nranks);
+    long test_lo, test_count;   /* this rank's test shard (empty when ranks > test samples) */
+    shard(test_n, rank, nranks, &test_lo, &test_count);
+    dataset train = {0}, test = {0};
+    bad = dataset_load(o->data_dir, "train", 0, train_n, o->image_size, &train, err, sizeof err);
+    if (!bad && test_count > 0)
+        bad = dataset_load(o->data_dir, "t10k", test_lo, test_count, o->image_size, &test, err, sizeof err);
+    agree_or_die(bad, err, 2);
+
+    /* threads: exactly T per rank, never fewer (a smaller team would mis-split the work) */
+    const char *wait_policy = getenv("OMP_WAIT_POLICY") ? getenv("OMP_WAIT_POLICY") : "";
+    int cores = omp_get_num_procs();
+    if (rank == 0 && (long)nranks * T > cores && !*wait_policy)
+        fprintf(stderr, PROGRAM ": warning: %d ranks x %d threads on %d cores with OMP_WAIT_POLICY unset: "
+                "spinning threads slow the others down; set OMP_WAIT_POLICY=passive\n", nranks, T, cores);
+    omp_set_dynamic(0);
+    int team = 0;
+#pragma omp parallel num_threads(T)
+    {
+#pragma omp single
+        team = omp_get_num_threads();
+    }
+    if (team != T) die_all("the OpenMP runtime gave %d threads instead of %d (OMP_THREAD_LIMIT?)", team, T);
+
+    /* model and buffers: one work per thread, for its slice of the rank's rows */
+    mlp m;
+    long rank_rows = (o->batch + nranks - 1) / nranks;
+    long big = rank_rows > EVAL_BATCH ? rank_rows : EVAL_BATCH;
+    int max_rows = (int)((big + T - 1) / T);
+    work *ws = calloc((size_t)T, sizeof *ws);
+    thread_stats *st = aligned_alloc(64, sizeof(thread_stats) * (size_t)T);
+    uint32_t *order = malloc(sizeof(uint32_t) * (size_t)train_n);
+    double *loss_curve = malloc(sizeof(double) * (size_t)o->epochs);
+    double *acc_curve = malloc(sizeof(double) * (size_t)o->epochs);
+    double *epoch_sec = malloc(sizeof(double) * (size_t)o->epochs);
+    double *comm_sec = malloc(sizeof(double) * (size_t)o->epochs);
+    double *sync_sec = malloc(sizeof(double) * (size_t)o->epochs);
+    bad = !ws || !st || !order || !loss_curve || !acc_curve || !epoch_sec || !comm_sec || !sync_sec ||
+          mlp_init(&m, train.features, o);
+    for (int i = 0; i < T && !bad; i++) bad = work_init(&ws[i], &m, max_rows);
+    agree_or_die(bad, "out of memory", 1);
+    if (m.params_alloc > INT_MAX) die_all("--hidden: %ld parameters are more than one MPI message can count", m.params_alloc);
+    memset(st, 0, sizeof(thread_stats) * (size_t)T);
+    char hidden[128], dname[256], variant[64];
+    options_hidden_string(o, hidden, sizeof hidden);
+    options_dataset_name(o, dname, sizeof dname);
+    snprintf(variant, sizeof variant, "%s", SYNC_NAMES[ho.sync]);
+    double flops_epoch = mlp_flops_per_sample(&m) * (double)train_n;
+    if (rank == 0) {
+        printf("hybrid: %s MLP %d", options_activation_name(o->activation), m.size[0]);
+        for (int l = 1; l <= m.n_layers; l++) printf("-%d", m.size[l]);
+        printf(" (%ld parameters), %s: %ld train / %ld test, %dx%d, batch %ld (%ld..%ld per rank), lr %g, seed %llu,"
+               " sync %s, %d ranks x %d threads on %d cores, %s, OMP_WAIT_POLICY %s\n",
+               m.n_params, o->data_dir, train_n, test_n, train.side, train.side, o->batch, o->batch / nranks,
+               rank_rows, o->lr, (unsigned long long)o->seed, variant, nranks, T, cores,
+               thread_level_name(provided), *wait_policy ? wait_policy : "unset");
+        fflush(stdout);
+    }
+
+    /* training: one parallel region per epoch; MPI inside it from the master thread only */
+    double t_start = timer_now();
+    for (int epoch = 1; epoch <= o->epochs; epoch++) {
+        prng_permutation(order, (uint32_t)train_n, o->seed, (uint64_t)epoch);
+        memset(st, 0, sizeof(thread_stats) * (size_t)T);
+        comm_seconds = 0.0;
+        long batch = o->batch;
+        float lr = (float)o->lr;
+        double t0 = timer_now();
+#pragma omp parallel num_threads(T)
+        {
+            int t = omp_get_thread_num();
+            for (long start = 0; start < train_n; start += batch) {
+                int rows = (int)(train_n - start < batch ? train_n - start : batch);
+                long lo, count;   /* this rank's rows of the global batch */
+                shard(rows, rank, nranks, &lo, &count);
+                train_step(&m, ws, &st[t], &train, order + start + lo, (int)count, rows, lr, t, T);
+            }
+        }
+        double seconds = timer_now() - t0, comm = comm_seconds;
+        double loss_sum = 0.0, barrier = 0.0;
+        long correct = 0;
+        for (int t = 0; t < T; t++) {        /* in thread order: the same sum every run */
+            loss_sum += st[t].loss;
+            correct += st[t].correct;
+            barrier += st[t].barrier;
+        }
+        long test_correct = evaluate(&m, ws, st, T, &test, NULL);
+        /* totals over the ranks (every rank gets them, so all stop together on divergence) */
+        double mine[5] = { loss_sum, (double)correct, (double)test_correct, comm, barrier }, sum[5], slowest;
+        mpi_check(MPI_Allreduce(mine, sum, 5, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
+        mpi_check(MPI_Allreduce(&seconds, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
+        epoch_sec[epoch - 1] = slowest;
+        comm_sec[epoch - 1] = sum[3] / nranks;
+        sync_sec[epoch - 1] = sum[4] / nranks;
+        loss_curve[epoch - 1] = sum[0] / (double)train_n;
+        acc_curve[epoch - 1] = 100.0 * sum[2] / (double)test_n;
+        if (!isfinite(loss_curve[epoch - 1])) {
+            if (rank == 0)
+                fprintf(stderr, PROGRAM ": training diverged at epoch %d (loss %g); lower --lr\n", epoch, loss_curve[epoch - 1]);
+            return 1;
+        }
+        if (!o->quiet && rank == 0)
+            printf("epoch %d/%d  loss %.6f  train_acc %.2f%%  test_acc %.2f%%  time %.3f s  %.1fk samples/s  comm %.3f s\n",
+                   epoch, o->epochs, loss_curve[epoch - 1], 100.0 * sum[1] / (double)train_n,
+                   acc_curve[epoch - 1], epoch_sec[epoch - 1], (double)train_n / epoch_sec[epoch - 1] / 1e3,
+                   comm_sec[epoch - 1]);
+        fflush(stdout);
+    }
+    double total = timer_now() - t_start;
+
+    /* the replicas must be bit-identical (every rank applied the same sums) */
+    unsigned long long h = params_hash(&m), hmin, hmax;
+    mpi_check(MPI_Allreduce(&h, &hmin, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce");
+    mpi_check(MPI_Allreduce(&h, &hmax, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
+    if (hmin != hmax) {
+        if (rank == 0) fprintf(stderr, PROGRAM ": the model replicas differ between ranks after training (the reduction gave ranks different sums); no result written\n");
+        return 1;
+    }
+
+    /* results: rank 0 alone */
+    int status = 0;
+    if (rank == 0) {
+        int ne = o->epochs > 1 ? o->epochs - 1 : 1, e0 = o->epochs > 1 ? 1 : 0;
+        double median = results_median(epoch_sec + e0, ne);
+        double comm_median = results_median(comm_sec + e0, ne);
+        double sync_median = results_median(sync_sec + e0, ne);
+        result_row row = {
+            .program = PROGRAM, .variant = variant, .ranks = nranks, .threads = T,
+            .omp_wait_policy = wait_policy,
+            .dataset = dname, .image_size = train.side, .train_n = train_n, .test_n = test_n,
+            .hidden = hidden, .activation = options_activation_name(o->activation), .batch = o->batch,
+            .epochs = o->epochs, .lr = o->lr, .seed = o->seed, .epoch_seconds_median = median,
+            .total_seconds = total, .comm_seconds = comm_median, .sync_seconds = sync_median,
+            .samples_per_second = (double)train_n / median,
+            .gflops = flops_epoch / median / 1e9, .final_train_loss = loss_curve[o->epochs - 1],
+            .test_accuracy = acc_curve[o->epochs - 1], .train_loss_curve = loss_curve,
+            .test_acc_curve = acc_curve, .epoch_seconds = epoch_sec, .n_curve = o->epochs,
+        };
+        if (o->predict) {   /* rank 0 shows the first K test images, whichever shard holds them */
+            dataset first;
+            long k = o->predict < test_n ? o->predict : test_n;
+            unsigned char *pred = malloc((size_t)k);
+            if (!pred || dataset_load(o->data_dir, "t10k", 0, k, o->image_size, &first, err, sizeof err)) {
+                fprintf(stderr, PROGRAM ": %s\n", pred ? err : "out of memory");
+                return 1;
+            }
+            evaluate(&m, ws, st, T, &first, pred);
+            print_predictions(&first, pred, (int)k);
+            dataset_free(&first);
+            free(pred);
+        }
+        if (ho.dump_params && dump_params(&m, ho.dump_params, err, sizeof err)) status = 1;
+        else if (results_append(o->csv, &row, err, sizeof err)) status = 1;
+        if (status) fprintf(stderr, PROGRAM ": %s\n", err);
+        else
+            printf("hybrid: %s | %d ranks x %d threads | %d epochs | epoch median %.3f s | comm %.3f s (%.0f%%) |"
+                   " barriers %.3f s (all threads) | %.1fk samples/s | %.1f GFLOP/s | loss %.4f | test acc %.2f%% |"
+                   " replicas identical | csv %s\n",
+                   variant, nranks, T, o->epochs, median, comm_median, 100.0 * comm_median / median, sync_median,
+                   row.samples_per_second / 1e3, row.gflops, row.final_train_loss, row.test_accuracy,
+                   strcmp(o->csv, "none") ? o->csv : "(none)");
+    }
+
+    for (int i = 0; i < T; i++) work_free(&ws[i], &m);
+    mlp_free(&m);
+    dataset_free(&train);
+    if (test_count > 0) dataset_free(&test);
+    free(ws); free(st); free(order); free(loss_curve); free(acc_curve); free(epoch_sec); free(comm_sec);
+    free(sync_sec);
+    return status;
+}
+#endif
