@@ -1,0 +1,1317 @@
+/*
+ * cnn/cnn.c — the CNN of seed report 003, trained with hybrid MPI + OpenMP.
+ *
+ * Model: input S x S x 1 (S = 28, or --image-size) -> Conv2D F filters 3x3, stride 1, no
+ * padding (C x C x F, C = S - 2) -> ReLU -> max-pool 2x2 stride 2 (P x P x F, P = C / 2;
+ * an odd last conv row/column is dropped, as PyTorch's MaxPool2d does) -> flatten
+ * (F*P*P = 1352 by default, filter-major) -> fully connected -> 10 -> softmax +
+ * cross-entropy; plain mini-batch SGD, W = fmaf(-lr/B, g, W) with g summed over the
+ * global mini-batch of B rows (serial's update formula). Defaults --lr 0.01 --batch 32.
+ *
+ * Strategy, two levels:
+ *   MPI ranks  data parallel with global-batch semantics, as mpi/mpi.c: every rank holds
+ *              the whole model (same seed, so the same initial weights) and walks the same
+ *              global sample order; each mini-batch of B rows is cut into P contiguous
+ *              parts (sizes differ by at most one), each rank computes the plain gradient
+ *              sums of its part, the sums are added over the ranks and every replica
+ *              applies the same update. P ranks therefore train the 1-rank model step for
+ *              step (only the float summation order differs). --batch-per-rank B instead
+ *              gives every rank B rows per step (a global batch of P*B: seed report 003's
+ *              semantics, with P times fewer updates per epoch).
+ *   OpenMP     T threads per rank (--threads) share each step: the convolution + ReLU +
+ *              pooling and the convolution's weight gradient run as `omp for
+ *              collapse(2)` over (sample x filter), report 003's listing 1, with the
+ *              static schedule (each thread a block of samples, so each image is fetched
+ *              by one core only); the dense layer's forward, the softmax and dL/dpooled
+ *              are shared out by rows of the batch, its weight gradient by columns of W
+ *              (every sample, so each element is one sum in sample order). Every
+ *              (sample, filter) iteration of the conv backward writes its gradient (9 taps
+ *              + bias) into its own slot of a per-step buffer: no shared gradient buffer,
+ *              no lock, no atomics; the master sums the slots in sample order — a
+ *              fixed-order reduction, so the result does not depend on T: for a given P
+ *              any T gives bit-identical weights (tests/test_cnn.sh checks it).
+ *              (Sharing the step by filters instead — each thread all samples of its
+ *              filters and their columns of the dense layer — was measured slower: both
+ *              cores then fetch every image.)
+ * Communicated per step (--sync), by the master thread of each rank (MPI_THREAD_FUNNELED,
+ * checked at start-up), all the gradient sums (13,610 floats by default):
+ *   allreduce     one MPI_Allreduce; every rank updates its replica.
+ *   reduce-bcast  MPI_Reduce to rank 0, rank 0 updates, MPI_Bcast of the parameters
+ *                 (the scheme of seed report 003: "summed on a master core and sent").
+ * Synchronised per step, within a rank: 4 barriers (conv outputs written; dL/dpooled
+ * written; all gradients written; the master's MPI call and its update of the 90 conv and
+ * bias parameters done) — 6 with reduce-bcast. The threads' update of their columns of
+ * the dense weights needs no barrier after it: they are next read after the following
+ * step's first barrier.
+ * Per epoch, outside the timed training: loss, correct counts, times, the seconds inside
+ * MPI calls and inside barriers are reduced to rank 0. Only rank 0 prints and writes the
+ * CSV. Data: every rank loads the whole training set (the shuffle is global) and its own
+ * contiguous shard of the test set.
+ * Kernels: the convolution is a direct loop nest vectorized along the output row (AVX-512:
+ * 32 conv columns = two vectors, four conv rows at a time so that each input row loaded
+ * serves up to three, 9 filter taps broadcast once per filter), with the bias, the ReLU and the
+ * 2x2 pooling fused in registers: conv outputs are never stored, only the pooled values
+ * and each window's argmax (0..3, the first maximum in row-major window order gets the
+ * gradient: ties are common, e.g. a background window where all four outputs equal the
+ * bias). Backward rebuilds dL/dconv from the argmax in registers (ReLU' = pooled > 0) and
+ * accumulates the weight gradient along the rows; no input gradient (first layer). The
+ * next sample's image is prefetched while one is convolved. The fully connected layer's
+ * three products over the batch use serial's matrix-product kernel, copied unchanged. A
+ * scalar path computes the same when AVX-512 is absent, and is the tests' reference.
+ * Errors: MPI_COMM_WORLD returns errors (MPI_ERRORS_RETURN) and every call is checked; a
+ * failing call prints one line (rank, call, message) and MPI_Abort()s the job. Bad flags
+ * or data: rank 0 prints the one-line error, every rank exits with status 2.
+ *
+ * Compile: make cnn/cnn   (mpicc -std=c11 -O3 -march=native -fopenmp cnn/cnn.c common/... -lz -lm)
+ * Run:     cnn/cnn --data data/fashion --epochs 5            (1 rank, 1 thread: the serial baseline)
+ *          scripts/mpirun.sh --bind-to-none 2 cnn/cnn --threads 2 --sync allreduce ...
+ *          (threads per rank > 1 need --bind-to-none; ranks x threads > cores need
+ *           OMP_WAIT_POLICY=passive, and MPIRUN_ARGS="--mca mpi_yield_when_idle 1")
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <mpi.h>
+#include <omp.h>
+
+#include "idx.h"
+#include "options.h"
+#include "prng.h"
+#include "results.h"
+#include "timer.h"
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+#ifndef _OPENMP
+#error "cnn/cnn.c needs OpenMP: compile with -fopenmp"
+#endif
+
+#define PROGRAM "cnn"
+#define EVAL_BATCH 512          /* rows per forward pass when evaluating */
+#define MAX_THREADS 256
+#define MAX_FILTERS 256
+#define CLASSES IDX_CLASSES
+#define SLOT 16                 /* floats per (sample, filter) gradient slot: 9 weights, bias, padding */
+
+static int rank = 0, nranks = 1;   /* this process in MPI_COMM_WORLD */
+
+// ----------------------------------------------------------------------------
+// options: the common flags (common/options.h) plus this trainer's own
+
+enum sync_kind { SYNC_ALLREDUCE = 0, SYNC_REDUCE_BCAST = 1 };
+static const char *const SYNC_NAMES[] = { "allreduce", "reduce-bcast" };
+
+typedef struct {
+    train_options common;
+    int threads;                /* --threads T (per rank) */
+    int sync;                   /* --sync allreduce|reduce-bcast */
+    int filters;                /* --filters F */
+    long batch_per_rank;        /* --batch-per-rank B (0: not given; --batch is global) */
+    int batch_given;            /* --batch was on the command line */
+} cnn_options;
+
+static void usage(void) {
+    printf("Usage: cnn/cnn [options]   or   scripts/mpirun.sh [--bind-to-none] P cnn/cnn [options]\n"
+           "Trains seed report 003's CNN (conv 3x3 -> ReLU -> max-pool 2x2 -> dense -> softmax) on\n"
+           "MNIST-style IDX data: data-parallel over P MPI ranks, T OpenMP threads per rank.\n\n");
+    options_usage_common();
+    printf("  (CNN: --batch defaults to 32; --hidden is rejected, the layer sizes follow\n"
+           "   --filters and --image-size; --activation accepts relu only)\n"
+           "CNN:\n"
+           "  --filters F           convolution filters (3x3) [8]\n"
+           "  --threads T           OpenMP threads per rank [1]\n"
+           "  --sync MODE           gradient exchange per step [allreduce]:\n"
+           "                        allreduce    MPI_Allreduce of all gradients, every rank updates\n"
+           "                        reduce-bcast MPI_Reduce to rank 0, rank 0 updates, MPI_Bcast\n"
+           "  --batch-per-rank B    B rows per rank per step, i.e. a global batch of P*B\n"
+           "                        (seed report 003's semantics; instead of --batch)\n");
+}
+
+/* Ranks other than 0 parse with stderr muted: the flags are the same on every rank, so
+ * rank 0 alone prints options_die()'s one-line error; every rank exits with status 2
+ * (and finalizes MPI from the atexit handler). */
+static void parse_options(cnn_options *o, int argc, char **argv) {
+    options_defaults(&o->common);
+    o->common.batch = 32;
+    o->threads = 1;
+    o->sync = SYNC_ALLREDUCE;
+    o->filters = 8;
+    o->batch_per_rank = 0;
+    o->batch_given = 0;
+    int saved = -1;
+    if (rank != 0) {
+        fflush(stderr);
+        saved = dup(2);
+        int devnull = open("/dev/null", O_WRONLY);
+        if (devnull >= 0) { dup2(devnull, 2); close(devnull); }
+    }
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { if (rank == 0) usage(); exit(0); }
+        if (!strcmp(a, "--threads")) {
+            o->threads = (int)options_long(PROGRAM, a, options_value(PROGRAM, argc, argv, &i), 1, MAX_THREADS);
+            continue;
+        }
+        if (!strcmp(a, "--filters")) {
+            o->filters = (int)options_long(PROGRAM, a, options_value(PROGRAM, argc, argv, &i), 1, MAX_FILTERS);
+            continue;
+        }
+        if (!strcmp(a, "--sync")) {
+            const char *v = options_value(PROGRAM, argc, argv, &i);
+            int k = 0;
+            while (k < 2 && strcmp(v, SYNC_NAMES[k])) k++;
+            if (k == 2) options_die(PROGRAM, "--sync: unknown mode '%s' (allreduce, reduce-bcast)", v);
+            o->sync = k;
+            continue;
+        }
+        if (!strcmp(a, "--batch-per-rank")) {
+            o->batch_per_rank = options_long(PROGRAM, a, options_value(PROGRAM, argc, argv, &i), 1, 100000000);
+            continue;
+        }
+        if (!strcmp(a, "--hidden"))
+            options_die(PROGRAM, "--hidden: the CNN has no hidden dense layers; its sizes follow --filters and --image-size");
+        if (!strcmp(a, "--activation")) {
+            const char *v = options_value(PROGRAM, argc, argv, &i);
+            if (strcmp(v, "relu")) options_die(PROGRAM, "--activation: the CNN uses relu only, got '%s'", v);
+            continue;
+        }
+        if (!strcmp(a, "--batch")) o->batch_given = 1;
+        if (options_parse_common(&o->common, PROGRAM, argc, argv, &i)) continue;
+        options_die(PROGRAM, "unknown option '%s'", a);
+    }
+    if (o->batch_per_rank && o->batch_given)
+        options_die(PROGRAM, "--batch and --batch-per-rank: give one of them, not both");
+    if (o->common.image_size && o->common.image_size < 4)
+        options_die(PROGRAM, "--image-size %d: the CNN needs images of at least 4x4 (3x3 conv, then 2x2 pooling)",
+                    o->common.image_size);
+    if (saved >= 0) { fflush(stderr); dup2(saved, 2); close(saved); }
+}
+
+/* An error every rank detects alike (a flag against the data): rank 0 prints it as
+ * options_die() would, every rank exits 2. */
+static void die_all(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die_all(const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (rank == 0) options_die(PROGRAM, "%s", msg);
+    exit(2);
+}
+
+// ----------------------------------------------------------------------------
+// matrix products: C[M x N] (=|+=) alpha * op(A) . B, then an epilogue
+//
+// op(A)[i][k] = A[i * a_row + k * a_col]: a row-major A is (a_row = lda, a_col = 1);
+// the transpose of a row-major K x M matrix is (a_row = 1, a_col = lda). B is row-major
+// K x N with leading dimension ldb. The epilogue, applied while C is in registers:
+//   accumulate  C = C + alpha * acc (one fused multiply-add; the SGD update), else
+//               C = alpha * acc
+//   bias        + bias[j]                          (forward)
+//   act         relu / leaky-relu of the result    (forward)
+//   deriv       times act'(H[i][j]) where H has C's shape and ldc (backward)
+// Three combinations are used and supported: accumulate alone (update), bias and/or
+// act (forward), deriv alone (backward).
+
+enum { ACT_NONE = -1 };
+
+typedef struct {
+    float alpha;
+    int accumulate;
+    const float *bias;
+    int act;                    /* ACT_NONE, ACT_RELU, ACT_LEAKY_RELU (sigmoid: separate pass) */
+    const float *deriv;         /* activations whose derivative multiplies the result */
+    int deriv_act;
+} epilogue;
+
+static const epilogue EPI_PLAIN = { 1.0f, 0, NULL, ACT_NONE, NULL, ACT_NONE };
+
+/* The scalar definition of the epilogue; the AVX-512 path computes the same values. */
+static inline float epilogue_one(const epilogue *e, float acc, float c_old, int j, float h) {
+    float v = e->accumulate ? fmaf(e->alpha, acc, c_old) : e->alpha * acc;
+    if (e->bias) v += e->bias[j];
+    if (e->act == ACT_RELU) v = v > 0.0f ? v : 0.0f;
+    else if (e->act == ACT_LEAKY_RELU) v = v > 0.0f ? v : LEAKY_RELU_SLOPE * v;
+    if (e->deriv) {
+        if (e->deriv_act == ACT_RELU) v = h > 0.0f ? v : 0.0f;
+        else if (e->deriv_act == ACT_LEAKY_RELU) v = h > 0.0f ? v : LEAKY_RELU_SLOPE * v;
+        else if (e->deriv_act == ACT_SIGMOID) v = v * (h * (1.0f - h));
+    }
+    return v;
+}
+
+#if defined(__AVX512F__)
+#define MR 6    /* rows of C per micro-tile */
+#define NR 64   /* columns per micro-tile: four 16-float vectors; 6 x 4 = 24 zmm accumulators */
+
+/* What the epilogue does, as a compile-time constant inside the kernel (a runtime
+ * test per stored vector costs a third of the time of a K = 64 product). */
+enum { EPI_FORWARD, EPI_BACKWARD, EPI_UPDATE };
+
+static inline __attribute__((always_inline)) __m512
+epilogue_vec(const int kind, const epilogue *e, __m512 acc, const float *c, const float *bias,
+             const float *h, __mmask16 m) {
+    if (kind == EPI_UPDATE)                 /* C + alpha * acc, one rounding */
+        return _mm512_fmadd_ps(_mm512_set1_ps(e->alpha), acc, _mm512_maskz_loadu_ps(m, c));
+    __m512 v = _mm512_mul_ps(_mm512_set1_ps(e->alpha), acc);
+    if (kind == EPI_FORWARD) {
+        if (bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, bias));
+        if (e->act == ACT_RELU) v = _mm512_max_ps(v, _mm512_setzero_ps());
+        else if (e->act == ACT_LEAKY_RELU) {
+            __mmask16 pos = _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_GT_OQ);
+            v = _mm512_mask_blend_ps(pos, _mm512_mul_ps(v, _mm512_set1_ps(LEAKY_RELU_SLOPE)), v);
+        }
+        return v;
+    }
+    __m512 hv = _mm512_maskz_loadu_ps(m, h);   /* EPI_BACKWARD: times act'(h) */
+    if (e->deriv_act == ACT_SIGMOID)
+        return _mm512_mul_ps(v, _mm512_mul_ps(hv, _mm512_sub_ps(_mm512_set1_ps(1.0f), hv)));
+    __mmask16 pos = _mm512_cmp_ps_mask(hv, _mm512_setzero_ps(), _CMP_GT_OQ);
+    __m512 neg = e->deriv_act == ACT_LEAKY_RELU ? _mm512_mul_ps(v, _mm512_set1_ps(LEAKY_RELU_SLOPE))
+                                                : _mm512_setzero_ps();
+    return _mm512_mask_blend_ps(pos, neg, v);
+}
+
+/* One mr x (16 nv) tile of C over the whole K: per k, nv vector loads of B, mr broadcasts
+ * of A, mr * nv fused multiply-adds (24 FMAs for 10 loads in the full 6 x 64 tile, so
+ * the FMA units, not the load ports, set the pace). mr and nv are compile-time
+ * constants at every call site, so unused rows and vectors vanish. The accumulators
+ * are named variables, not an array: GCC keeps an array of vectors in memory and
+ * stores it on every k. Only the last vector of a row may be partial (mask mlast). */
+#define TILE_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
+static inline __attribute__((always_inline)) void
+micro_tile(const int kind, const int mr, const int nv, int K, const float *restrict A, long a_row, long a_col,
+           const float *restrict B, long ldb, float *restrict C, long ldc, __mmask16 mlast,
+           const epilogue *e, int j, long h_off) {
+#define DECLARE(r) __m512 c##r##_0 = _mm512_setzero_ps(), c##r##_1 = c##r##_0, c##r##_2 = c##r##_0, c##r##_3 = c##r##_0;
+    TILE_ROWS(DECLARE)
+#undef DECLARE
+#define LOAD_B(v) (nv > v ? (nv - 1 == v ? _mm512_maskz_loadu_ps(mlast, bk + 16 * v) : _mm512_loadu_ps(bk + 16 * v)) \
+                          : _mm512_setzero_ps())
+    for (int k = 0; k < K; k++) {
+        const float *bk = B + (long)k * ldb;
+        __m512 b0 = LOAD_B(0), b1 = LOAD_B(1), b2 = LOAD_B(2), b3 = LOAD_B(3);
+        const float *a = A + (long)k * a_col;
+#define FMA_ROW(r) if (mr > r) { __m512 av = _mm512_set1_ps(a[r * a_row]); \
+                                 c##r##_0 = _mm512_fmadd_ps(av, b0, c##r##_0); \
+                                 if (nv > 1) c##r##_1 = _mm512_fmadd_ps(av, b1, c##r##_1); \
+                                 if (nv > 2) c##r##_2 = _mm512_fmadd_ps(av, b2, c##r##_2); \
+                                 if (nv > 3) c##r##_3 = _mm512_fmadd_ps(av, b3, c##r##_3); }
+        TILE_ROWS(FMA_ROW)
+#undef FMA_ROW
+    }
+#undef LOAD_B
+#define STORE_VEC(r, v) if (nv > v) { \
+        __mmask16 m = nv - 1 == v ? mlast : (__mmask16)0xFFFF; \
+        float *c = C + r * ldc + 16 * v; \
+        const float *bias = kind == EPI_FORWARD && e->bias ? e->bias + j + 16 * v : NULL; \
+        const float *h = kind == EPI_BACKWARD ? e->deriv + h_off + r * ldc + 16 * v : NULL; \
+        _mm512_mask_storeu_ps(c, m, epilogue_vec(kind, e, c##r##_##v, c, bias, h, m)); }
+#define STORE_ROW(r) if (mr > r) { STORE_VEC(r, 0) STORE_VEC(r, 1) STORE_VEC(r, 2) STORE_VEC(r, 3) }
+    TILE_ROWS(STORE_ROW)
+#undef STORE_ROW
+#undef STORE_VEC
+}
+
+#define TILE_CASE_NV(MRV) switch (nv) { \
+    case 4: micro_tile(kind, MRV, 4, K, Ai, a_row, a_col, B + j, ldb, Cij, ldc, mlast, e, j, h_off); break; \
+    case 3: micro_tile(kind, MRV, 3, K, Ai, a_row, a_col, B + j, ldb, Cij, ldc, mlast, e, j, h_off); break; \
+    case 2: micro_tile(kind, MRV, 2, K, Ai, a_row, a_col, B + j, ldb, Cij, ldc, mlast, e, j, h_off); break; \
+    default: micro_tile(kind, MRV, 1, K, Ai, a_row, a_col, B + j, ldb, Cij, ldc, mlast, e, j, h_off); break; }
+
+static inline __attribute__((always_inline)) void
+matmul_tiles(const int kind, int M, int N, int K, const float *A, long a_row, long a_col,
+             const float *B, long ldb, float *C, long ldc, const epilogue *e) {
+    for (int i = 0; i < M; i += MR) {
+        int mr = M - i < MR ? M - i : MR;
+        const float *Ai = A + (long)i * a_row;
+        for (int j = 0; j < N; j += NR) {
+            int nc = N - j < NR ? N - j : NR;
+            int nv = (nc + 15) / 16;
+            int tail = nc - 16 * (nv - 1);                       /* 1..16 columns */
+            __mmask16 mlast = (__mmask16)(tail == 16 ? 0xFFFF : (1u << tail) - 1);
+            float *Cij = C + (long)i * ldc + j;
+            long h_off = (long)i * ldc + j;
+            switch (mr) {
+            case 6: TILE_CASE_NV(6) break;
+            case 5: TILE_CASE_NV(5) break;
+            case 4: TILE_CASE_NV(4) break;
+            case 3: TILE_CASE_NV(3) break;
+            case 2: TILE_CASE_NV(2) break;
+            default: TILE_CASE_NV(1) break;
+            }
+        }
+    }
+}
+static void matmul_own(int M, int N, int K, const float *A, long a_row, long a_col,
+                       const float *B, long ldb, float *C, long ldc, const epilogue *e) {
+    if (e->accumulate) matmul_tiles(EPI_UPDATE, M, N, K, A, a_row, a_col, B, ldb, C, ldc, e);
+    else if (e->deriv) matmul_tiles(EPI_BACKWARD, M, N, K, A, a_row, a_col, B, ldb, C, ldc, e);
+    else matmul_tiles(EPI_FORWARD, M, N, K, A, a_row, a_col, B, ldb, C, ldc, e);
+}
+#else
+/* Portable path: the same tiling with plain loops the compiler vectorizes along j. */
+#define MR 4
+#define NR 32
+static void matmul_own(int M, int N, int K, const float *A, long a_row, long a_col,
+                       const float *B, long ldb, float *C, long ldc, const epilogue *e) {
+    for (int i = 0; i < M; i += MR) {
+        int mr = M - i < MR ? M - i : MR;
+        for (int j = 0; j < N; j += NR) {
+            int nc = N - j < NR ? N - j : NR;
+            float acc[MR][NR];
+            memset(acc, 0, sizeof acc);
+            for (int k = 0; k < K; k++) {
+                const float *restrict b = B + (long)k * ldb + j;
+                for (int r = 0; r < mr; r++) {
+                    float a = A[(long)(i + r) * a_row + (long)k * a_col];
+                    for (int c = 0; c < nc; c++) acc[r][c] = fmaf(a, b[c], acc[r][c]);
+                }
+            }
+            for (int r = 0; r < mr; r++)
+                for (int c = 0; c < nc; c++) {
+                    long at = (long)(i + r) * ldc + j + c;
+                    C[at] = epilogue_one(e, acc[r][c], C[at], j + c, e->deriv ? e->deriv[at] : 0.0f);
+                }
+        }
+    }
+}
+#endif
+
+static void matmul(int M, int N, int K, const float *A, long a_row, long a_col,
+                   const float *B, long ldb, float *C, long ldc, const epilogue *e) {
+    matmul_own(M, N, K, A, a_row, a_col, B, ldb, C, ldc, e);
+}
+
+/* dst[cols x rows] = src[rows x cols]^T, in 16 x 16 blocks so that both the reads and
+ * the strided writes stay within a few cache lines (a plain loop spends more time here
+ * than the backward product it prepares). */
+static void transpose(const float *restrict src, int rows, int cols, float *restrict dst) {
+    enum { BLOCK = 16 };
+    for (int i0 = 0; i0 < rows; i0 += BLOCK)
+        for (int j0 = 0; j0 < cols; j0 += BLOCK) {
+            int i1 = i0 + BLOCK < rows ? i0 + BLOCK : rows, j1 = j0 + BLOCK < cols ? j0 + BLOCK : cols;
+            for (int j = j0; j < j1; j++)
+                for (int i = i0; i < i1; i++) dst[(long)j * rows + i] = src[(long)i * cols + j];
+        }
+}
+
+// ----------------------------------------------------------------------------
+// model: one contiguous parameter buffer with views, and a gradient buffer laid out alike
+//
+// Conv: Wc is [9][F] (tap-major: Wc[(ky*3 + kx)*F + f]), as prng_init_dense fills a
+// [fan_in][fan_out] matrix: He-normal, fan_in 9, stream PRNG_STREAM_INIT(1); bc[F] = 0.
+// Dense: the matrix of prng_init_dense(features, 10, layer 2, output layer) (Xavier-
+// uniform, stream PRNG_STREAM_INIT(2), filled [in][out]), stored as Wd = [10][features]
+// (out x in, PyTorch's nn.Linear layout) so that both backward products run on full
+// 64-column tiles; WdT = [features][10] is its copy for the forward product, rebuilt
+// after every update. bd[10] = 0. The pooled maps are flattened filter-major (f, py, px),
+// PyTorch's order.
+
+typedef struct {
+    int side;                     /* S: input images S x S */
+    int filters;                  /* F */
+    int conv_side;                /* C = S - 2 (3x3, stride 1, no padding) */
+    int pool_side;                /* P = C / 2 (2x2, stride 2) */
+    int features;                 /* F * P * P: inputs of the dense layer */
+    int fstride, astride;         /* floats (pooled, dpool) and bytes (arg) per filter block of a
+                                     sample: P * P */
+    long prow, arow;              /* a sample's row of pooled/dpool (floats) and of arg (bytes) */
+    long n_params;                /* trainable parameters */
+    long params_alloc;            /* floats in params (and grad), padding aligns each view */
+    float *params, *grad;
+    float *Wc, *bc, *Wd, *bd;     /* views into params */
+    float *gWc, *gbc, *gWd, *gbd; /* the same views into grad: plain sums over the batch */
+    float *WdT;                   /* Wd transposed, [features][10], for the forward product */
+    /* work buffers, sized for max_rows samples */
+    int max_rows;
+    float *pooled;                /* rows x prow: pooled ReLU(conv), the dense layer's input */
+    unsigned char *arg;           /* rows x arow: argmax of each 2x2 window, 0..3 row-major */
+    float *logits;                /* rows x 10, then dL/dlogits */
+    float *dpool;                 /* rows x prow: dL/dpooled */
+    float *slot;                  /* rows x F x SLOT: conv gradient of each (sample, filter) */
+    float *slot_sum;              /* F x SLOT */
+    double *loss_row;             /* rows: cross-entropy of each sample */
+} cnn;
+
+/* Every buffer starts on a 64-byte boundary: a misaligned 64-byte vector load spans
+ * two cache lines, which costs a quarter of the kernel's speed. */
+static float *alloc_floats(long n) {
+    size_t bytes = ((size_t)n * sizeof(float) + 63) / 64 * 64;
+    return aligned_alloc(64, bytes ? bytes : 64);
+}
+#define PAD16(n) (((n) + 15L) / 16 * 16)   /* floats: keep each view 64-byte aligned */
+
+static int cnn_init(cnn *m, int side, int filters, uint64_t seed, int max_rows) {
+    memset(m, 0, sizeof *m);
+    int F = filters;
+    m->side = side;
+    m->filters = F;
+    m->conv_side = side - 2;
+    m->pool_side = m->conv_side / 2;
+    m->features = F * m->pool_side * m->pool_side;
+    m->fstride = m->astride = m->pool_side * m->pool_side;
+    m->prow = m->arow = m->features;
+    m->max_rows = max_rows;
+    long nf = (long)m->features * CLASSES;
+    m->n_params = 9L * F + F + nf + CLASSES;
+    m->params_alloc = PAD16(9L * F) + PAD16(F) + PAD16(nf) + PAD16(CLASSES);
+    m->params = alloc_floats(m->params_alloc);
+    m->grad = alloc_floats(m->params_alloc);
+    m->WdT = alloc_floats(nf);
+    if (!m->params || !m->grad || !m->WdT) return -1;
+    memset(m->params, 0, sizeof(float) * (size_t)m->params_alloc);   /* padding and biases stay zero */
+    memset(m->grad, 0, sizeof(float) * (size_t)m->params_alloc);
+    float *views[4], *gviews[4];
+    long sizes[4] = { 9L * F, F, nf, CLASSES };
+    for (int v = 0, off = 0; v < 4; off += (int)PAD16(sizes[v]), v++) {
+        views[v] = m->params + off;
+        gviews[v] = m->grad + off;
+    }
+    m->Wc = views[0]; m->bc = views[1]; m->Wd = views[2]; m->bd = views[3];
+    m->gWc = gviews[0]; m->gbc = gviews[1]; m->gWd = gviews[2]; m->gbd = gviews[3];
+    prng_init_dense(m->Wc, 9, F, 1, 0, seed);                  /* He-normal, fan_in 9 */
+    prng_init_dense(m->WdT, m->features, CLASSES, 2, 1, seed); /* Xavier-uniform, [in][out] */
+    transpose(m->WdT, m->features, CLASSES, m->Wd);
+    long rf = (long)max_rows * m->prow, ra = ((long)max_rows * m->arow + 64 + 63) / 64 * 64;
+    m->pooled = alloc_floats(rf);
+    m->arg = aligned_alloc(64, (size_t)ra);     /* + 64: the backward's whole 16-byte loads */
+    m->logits = alloc_floats((long)max_rows * CLASSES);
+    m->dpool = alloc_floats(rf);
+    m->slot = alloc_floats((long)max_rows * F * SLOT);
+    m->slot_sum = alloc_floats((long)F * SLOT);
+    m->loss_row = malloc(sizeof(double) * (size_t)max_rows);
+    if (!m->pooled || !m->arg || !m->logits || !m->dpool || !m->slot || !m->slot_sum || !m->loss_row)
+        return -1;
+    memset(m->arg, 0, (size_t)ra);
+    return 0;
+}
+
+static void cnn_free(cnn *m) {
+    free(m->params); free(m->grad); free(m->WdT); free(m->pooled); free(m->arg);
+    free(m->logits); free(m->dpool); free(m->slot); free(m->slot_sum); free(m->loss_row);
+}
+
+/* model FLOP per training sample, counted like the MLP trainers: forward 2*MACs per
+ * layer, weight gradients the same, input gradients for every layer but the first (so
+ * none for the convolution); ReLU, pooling, softmax not counted. 275,808 by default. */
+static double cnn_flops_per_sample(const cnn *m) {
+    double conv = 2.0 * 9 * m->filters * (double)m->conv_side * m->conv_side;
+    double dense = 2.0 * m->features * CLASSES;
+    return 2 * conv + 3 * dense;
+}
+
+/* "conv8": the CSV's hidden column for the CNN */
+static const char *cnn_layers_string(const cnn *m, char *buf, int len) {
+    snprintf(buf, (size_t)len, "conv%d", m->filters);
+    return buf;
+}
+
+/* rows [*lo, *hi) of n for thread t of T: contiguous, sizes differ by at most one */
+static void split(long n, int t, int T, long *lo, long *hi) {
+    long base = n / T, rem = n % T;
+    *lo = t * base + (t < rem ? t : rem);
+    *hi = *lo + base + (t < rem ? 1 : 0);
+}
+
+typedef struct {
+    _Alignas(64) double sync;     /* seconds waiting at barriers (own cache line: no false sharing) */
+    long correct;                 /* training samples classified correctly */
+} thread_stats;
+
+/* Every thread of the team; the wait is this rank's synchronisation time. */
+static void team_barrier(thread_stats *st) {
+    double t0 = timer_now();
+#pragma omp barrier
+    st->sync += timer_now() - t0;
+}
+
+// ----------------------------------------------------------------------------
+// forward
+//
+// One (sample, filter) at a time: conv 3x3 + bias, ReLU, 2x2 max-pooling into that
+// filter's block of the sample (pf, af: P x P row-major). Only the pooled value and the
+// window's argmax are kept. Tie rule: the window is scanned in
+// row-major order (0,0) (0,1) (1,0) (1,1) with a strict >, so the FIRST maximum is the
+// argmax and alone gets the gradient (PyTorch's CPU max_pool2d does the same).
+
+/* The reference (and the path without AVX-512): plain loops, the conv sum as
+ * bias + taps in row-major order with one fused multiply-add each. */
+__attribute__((unused))   /* with AVX-512, only the tests call it */
+static void conv_pool_forward_ref(const cnn *m, const float *restrict img, int f, float *restrict pf,
+                                  unsigned char *restrict af) {
+    int S = m->side, P = m->pool_side, F = m->filters;
+    float w[9], bias = m->bc[f];
+    for (int k = 0; k < 9; k++) w[k] = m->Wc[k * F + f];
+    for (int py = 0; py < P; py++)
+        for (int px = 0; px < P; px++) {
+            float best = 0.0f;
+            int which = 0;
+            for (int q = 0; q < 4; q++) {
+                int y = 2 * py + q / 2, x = 2 * px + q % 2;
+                float v = bias;
+                for (int ky = 0; ky < 3; ky++)
+                    for (int kx = 0; kx < 3; kx++) v = fmaf(w[ky * 3 + kx], img[(long)(y + ky) * S + x + kx], v);
+                v = v > 0.0f ? v : 0.0f;                        /* ReLU */
+                if (q == 0 || v > best) { best = v; which = q; }
+            }
+            pf[py * P + px] = best;
+            af[py * P + px] = (unsigned char)which;
+        }
+}
+
+#if defined(__AVX512F__)
+/* Lanes of a 32-wide row held in two vectors (a = columns 0..15, b = 16..31):
+ * EVEN/ODD pick columns 0,2,..,30 / 1,3,..,31 (deinterleave for pooling), ILO/IHI
+ * interleave two 16-wide vectors back into columns 0..15 / 16..31. */
+#define EVEN_IDX _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30)
+#define ODD_IDX  _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31)
+#define ILO_IDX  _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23)
+#define IHI_IDX  _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31)
+
+/* Whether a pass whose last input row is `last_row`, at chunk column cx0, must use masked
+ * loads: its farthest plain load (32 floats from column cx0 + 2 of that row) would end
+ * beyond the S x S image. */
+static inline int pass_masked(int S, int last_row, int cx0) {
+    return (long)last_row * S + cx0 + 2 + 32 > (long)S * S;
+}
+
+/* Masks of a chunk of n conv columns (n even, 2..32): the two input vectors, the pooled one */
+static inline void chunk_masks(int n, __mmask16 *mlo, __mmask16 *mhi, __mmask16 *mp) {
+    *mlo = (__mmask16)(n >= 16 ? 0xFFFF : (1u << n) - 1);
+    *mhi = (__mmask16)(n >= 32 ? 0xFFFF : n > 16 ? (1u << (n - 16)) - 1 : 0);
+    *mp = (__mmask16)(n >= 32 ? 0xFFFF : (1u << (n / 2)) - 1);
+}
+
+/* Input rows of one pass, shared by the conv rows they feed: input row r of the pass
+ * (r = 0 .. 2*NP+1) meets tap row ky of conv row c = r - ky. OP(c, ky) consumes the
+ * pair of vectors (lo, hi) of input row r shifted by kx. Conv rows 2, 3 exist only when
+ * the pass covers two pooled rows (NP == 2). Written out, not looped, so that every
+ * accumulator is a named register.
+ * Loads: masked (zeros beyond the conv columns of the chunk) only where a plain 16-float
+ * load would run past the end of the image (pass_masked()); elsewhere plain loads, whose
+ * lanes beyond the chunk's columns read pixels of the next rows: finite values that only
+ * reach conv columns the pooling discards (forward) or meet zero gradients (backward).
+ * A masked load costs an extra vector-ALU uop, and the FMAs need those ports. */
+#define IN_ROW(r, kx) \
+    __m512 lo = MASKED ? _mm512_maskz_loadu_ps(mlo, row + (r) * S + (kx)) : _mm512_loadu_ps(row + (r) * S + (kx)), \
+           hi = MASKED ? _mm512_maskz_loadu_ps(mhi, row + (r) * S + (kx) + 16) : _mm512_loadu_ps(row + (r) * S + (kx) + 16);
+#define PASS_ROWS(OP) \
+    for (int kx = 0; kx < 3; kx++) { IN_ROW(0, kx) OP(0, 0) } \
+    for (int kx = 0; kx < 3; kx++) { IN_ROW(1, kx) OP(0, 1) OP(1, 0) } \
+    for (int kx = 0; kx < 3; kx++) { IN_ROW(2, kx) OP(0, 2) OP(1, 1) if (NP > 1) { OP(2, 0) } } \
+    for (int kx = 0; kx < 3; kx++) { IN_ROW(3, kx) OP(1, 2) if (NP > 1) { OP(2, 1) OP(3, 0) } } \
+    if (NP > 1) { \
+        for (int kx = 0; kx < 3; kx++) { IN_ROW(4, kx) OP(2, 2) OP(3, 1) } \
+        for (int kx = 0; kx < 3; kx++) { IN_ROW(5, kx) OP(3, 2) } }
+
+/* 2x2 pooling of conv rows (top: t0 t1, bottom: u0 u1 = columns 0..15, 16..31, after
+ * ReLU) into one pooled row of up to 16 values + argmax */
+static inline __attribute__((always_inline)) void
+pool_store(__m512 t0, __m512 t1, __m512 u0, __m512 u1, float *pooled, unsigned char *arg, __mmask16 mp) {
+    const __m512i even = EVEN_IDX, odd = ODD_IDX;
+    /* the window's four values, one window per lane, in row-major order */
+    __m512 best = _mm512_permutex2var_ps(t0, even, t1), q1 = _mm512_permutex2var_ps(t0, odd, t1),
+           q2 = _mm512_permutex2var_ps(u0, even, u1), q3 = _mm512_permutex2var_ps(u0, odd, u1);
+    __m512i which = _mm512_setzero_si512();
+    __mmask16 k = _mm512_cmp_ps_mask(q1, best, _CMP_GT_OQ);       /* strict >: first max wins */
+    best = _mm512_mask_blend_ps(k, best, q1); which = _mm512_mask_mov_epi32(which, k, _mm512_set1_epi32(1));
+    k = _mm512_cmp_ps_mask(q2, best, _CMP_GT_OQ);
+    best = _mm512_mask_blend_ps(k, best, q2); which = _mm512_mask_mov_epi32(which, k, _mm512_set1_epi32(2));
+    k = _mm512_cmp_ps_mask(q3, best, _CMP_GT_OQ);
+    best = _mm512_mask_blend_ps(k, best, q3); which = _mm512_mask_mov_epi32(which, k, _mm512_set1_epi32(3));
+    _mm512_mask_storeu_ps(pooled, mp, best);
+    _mm512_mask_cvtepi32_storeu_epi8(arg, mp, which);
+}
+
+/* NP pooled rows (2*NP conv rows) x 32 conv columns: each input row is loaded once per
+ * shift and feeds up to three conv rows (NP = 2: 36 loads for 72 FMAs). Accumulation
+ * order per conv output: bias, then taps (ky, kx) row-major: the reference's. */
+static inline __attribute__((always_inline)) void
+conv_pool_pass(const int NP, const int MASKED, const float *row, int S, const __m512 w[9], __m512 bias, __mmask16 mlo,
+               __mmask16 mhi, __mmask16 mp, float *pooled, unsigned char *arg, int P) {
+    __m512 a0l = bias, a0h = bias, a1l = bias, a1h = bias, a2l = bias, a2h = bias, a3l = bias, a3h = bias;
+#define FWD_OP(c, ky) a##c##l = _mm512_fmadd_ps(w[(ky) * 3 + kx], lo, a##c##l); \
+                      a##c##h = _mm512_fmadd_ps(w[(ky) * 3 + kx], hi, a##c##h);
+    PASS_ROWS(FWD_OP)
+#undef FWD_OP
+    const __m512 zero = _mm512_setzero_ps();   /* ReLU, then pooling */
+    pool_store(_mm512_max_ps(a0l, zero), _mm512_max_ps(a0h, zero), _mm512_max_ps(a1l, zero),
+               _mm512_max_ps(a1h, zero), pooled, arg, mp);
+    if (NP > 1)
+        pool_store(_mm512_max_ps(a2l, zero), _mm512_max_ps(a2h, zero), _mm512_max_ps(a3l, zero),
+                   _mm512_max_ps(a3h, zero), pooled + P, arg + P, mp);
+}
+
+static void conv_pool_forward_one(const cnn *m, const float *restrict img, int f, float *restrict pf,
+                                  unsigned char *restrict af) {
+    int S = m->side, P = m->pool_side, F = m->filters, W2 = 2 * P;
+    __m512 w[9];
+    for (int k = 0; k < 9; k++) w[k] = _mm512_set1_ps(m->Wc[k * F + f]);
+    const __m512 bias = _mm512_set1_ps(m->bc[f]);
+    for (int cx0 = 0; cx0 < W2; cx0 += 32) {
+        __mmask16 mlo, mhi, mp;
+        chunk_masks(W2 - cx0, &mlo, &mhi, &mp);
+        for (int py = 0; py < P; py += 2) {
+            const float *row = img + (long)(2 * py) * S + cx0;
+            float *po = pf + py * P + cx0 / 2;
+            unsigned char *ao = af + py * P + cx0 / 2;
+            int np = P - py >= 2 ? 2 : 1;
+            if (pass_masked(S, 2 * py + 2 * np + 1, cx0)) {
+                if (np == 2) conv_pool_pass(2, 1, row, S, w, bias, mlo, mhi, mp, po, ao, P);
+                else conv_pool_pass(1, 1, row, S, w, bias, mlo, mhi, mp, po, ao, P);
+            } else {
+                if (np == 2) conv_pool_pass(2, 0, row, S, w, bias, mlo, mhi, mp, po, ao, P);
+                else conv_pool_pass(1, 0, row, S, w, bias, mlo, mhi, mp, po, ao, P);
+            }
+        }
+    }
+}
+#else
+static void conv_pool_forward_one(const cnn *m, const float *restrict img, int f, float *restrict pf,
+                                  unsigned char *restrict af) {
+    conv_pool_forward_ref(m, img, f, pf, af);
+}
+#endif
+
+/* The next sample's image, requested while this sample is convolved: the images are
+ * gathered at random from a training set far larger than the caches (measured: a few
+ * per cent of the convolution's time). */
+static inline void prefetch_image(const float *img, long SS) {
+    for (long k = 0; k < SS; k += 16) __builtin_prefetch(img + k, 0, 3);
+}
+
+/* conv + ReLU + pool of `rows` samples: `omp for collapse(2)` over (sample x filter),
+ * report 003's listing 1; the static schedule gives each thread a contiguous block of
+ * samples, all filters of each, so every image is read by one thread only. Sample b is
+ * base + idx[b] (or base + b) images in. Called by every thread; no barrier at the end. */
+static void conv_pool_forward(cnn *m, const float *base, const uint32_t *idx, int rows) {
+    int F = m->filters;
+    long SS = (long)m->side * m->side;
+#pragma omp for collapse(2) schedule(static) nowait
+    for (int b = 0; b < rows; b++)
+        for (int f = 0; f < F; f++) {
+            if (f == 0 && b + 1 < rows) prefetch_image(base + (idx ? (long)idx[b + 1] : b + 1) * SS, SS);
+            conv_pool_forward_one(m, base + (idx ? (long)idx[b] : b) * SS, f, m->pooled + b * m->prow + f * m->fstride,
+                                  m->arg + b * m->arow + f * m->astride);
+        }
+}
+
+/* logits of rows [r0, r1) = pooled . Wd^T + bd (serial's kernel, the bias in its epilogue) */
+static void dense_forward(cnn *m, long r0, long r1) {
+    if (r1 <= r0) return;
+    epilogue e = EPI_PLAIN;
+    e.bias = m->bd;
+    matmul((int)(r1 - r0), CLASSES, m->features, m->pooled + r0 * m->prow, m->prow, 1, m->WdT, CLASSES,
+           m->logits + r0 * CLASSES, CLASSES, &e);
+}
+
+/* Softmax + cross-entropy on the logits in place: leaves dL/dlogits = p - onehot
+ * (per sample, not yet divided by the batch size). Returns the summed loss (double)
+ * and counts correct argmax predictions. */
+static double softmax_xent(float *restrict z, const unsigned char *restrict y, int rows, int classes,
+                           long *correct) {
+    double loss = 0.0;
+    for (int i = 0; i < rows; i++) {
+        float *zi = z + (long)i * classes;
+        int best = 0;
+        float mx = zi[0];
+        for (int c = 1; c < classes; c++) if (zi[c] > mx) { mx = zi[c]; best = c; }
+        float zy = zi[y[i]] - mx;
+        float sum = 0.0f;
+        for (int c = 0; c < classes; c++) { zi[c] = expf(zi[c] - mx); sum += zi[c]; }
+        /* -log p_y = log(sum) - (z_y - max): finite even when p_y underflows */
+        loss += (double)logf(sum) - (double)zy;
+        float inv = 1.0f / sum;
+        for (int c = 0; c < classes; c++) zi[c] *= inv;
+        zi[y[i]] -= 1.0f;
+        *correct += best == y[i];
+    }
+    return loss;
+}
+
+// ----------------------------------------------------------------------------
+// backward: the plain gradient sums of this rank's rows into grad (nothing updated yet)
+
+/* dL/dpooled of rows [r0, r1) = dlogits . Wd */
+static void dense_backward_input(cnn *m, long r0, long r1) {
+    if (r1 <= r0) return;
+    matmul((int)(r1 - r0), m->features, CLASSES, m->logits + r0 * CLASSES, CLASSES, 1, m->Wd, m->features,
+           m->dpool + r0 * m->prow, m->prow, &EPI_PLAIN);
+}
+
+/* gWd columns [j0, j1) = dlogits^T . pooled over the `rows` samples. Each element is
+ * summed over the samples in order inside the kernel, whichever thread computes it. */
+static void dense_backward_weights(cnn *m, int rows, long j0, long j1) {
+    if (j1 <= j0) return;
+    matmul(CLASSES, (int)(j1 - j0), rows, m->logits, 1, CLASSES, m->pooled + j0, m->prow,
+           m->gWd + j0, m->features, &EPI_PLAIN);
+}
+
+/* gbd = column sums of dlogits, in sample order */
+static void dense_backward_bias(cnn *m, int rows) {
+    float *restrict db = m->gbd;
+    for (int c = 0; c < CLASSES; c++) db[c] = 0.0f;
+    for (int i = 0; i < rows; i++) {
+        const float *restrict d = m->logits + (long)i * CLASSES;
+        for (int c = 0; c < CLASSES; c++) db[c] += d[c];
+    }
+}
+
+/* The conv gradient of one (sample, filter) into slot[0..8] (taps) and slot[9] (bias);
+ * pooled, arg, dpool point to that filter's block of the sample (P x P row-major).
+ * dL/dconv is dL/dpooled at the window's argmax, times ReLU'(conv) = (pooled > 0) (the
+ * argmax of a window whose values are all 0 is a dead ReLU), zero elsewhere; then
+ * dL/dWc[ky][kx] = sum over positions of dL/dconv * input at (y + ky, x + kx). */
+__attribute__((unused))
+static void conv_backward_ref(const cnn *m, const float *restrict img, const float *restrict pooled,
+                              const unsigned char *restrict arg, const float *restrict dpool, float *restrict slot) {
+    int S = m->side, P = m->pool_side;
+    float g[10] = {0};
+    for (int py = 0; py < P; py++)
+        for (int px = 0; px < P; px++) {
+            long at = (long)py * P + px;
+            if (!(pooled[at] > 0.0f)) continue;
+            float d = dpool[at];
+            int y = 2 * py + arg[at] / 2, x = 2 * px + arg[at] % 2;
+            for (int ky = 0; ky < 3; ky++)
+                for (int kx = 0; kx < 3; kx++) g[ky * 3 + kx] = fmaf(d, img[(long)(y + ky) * S + x + kx], g[ky * 3 + kx]);
+            g[9] += d;
+        }
+    memcpy(slot, g, sizeof g);
+}
+
+#if defined(__AVX512F__)
+/* dL/dconv of one pooled row, rebuilt in registers: the pooled gradient, masked by
+ * pooled > 0 (ReLU') and by argmax == q, re-interleaved to the conv columns of the top
+ * row (t0 t1) and of the bottom row (u0 u1); db accumulates the bias gradient. */
+static inline __attribute__((always_inline)) void
+unpool(const float *pooled, const unsigned char *arg, const float *dpool, __mmask16 mp, __m512 *db,
+       __m512 *t0, __m512 *t1, __m512 *u0, __m512 *u1) {
+    const __m512 zero = _mm512_setzero_ps();
+    const __m512i ilo = ILO_IDX, ihi = IHI_IDX;
+    __m512 pv = _mm512_maskz_loadu_ps(mp, pooled), gv = _mm512_maskz_loadu_ps(mp, dpool);
+    /* 16 argmax bytes (the buffer has slack at its end), lanes beyond mp unused */
+    __m512i av = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)arg));
+    gv = _mm512_maskz_mov_ps(_mm512_mask_cmp_ps_mask(mp, pv, zero, _CMP_GT_OQ), gv);
+    *db = _mm512_add_ps(*db, gv);
+    __m512 g0 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(av, _mm512_setzero_si512()), gv),
+           g1 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(av, _mm512_set1_epi32(1)), gv),
+           g2 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(av, _mm512_set1_epi32(2)), gv),
+           g3 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(av, _mm512_set1_epi32(3)), gv);
+    *t0 = _mm512_permutex2var_ps(g0, ilo, g1); *t1 = _mm512_permutex2var_ps(g0, ihi, g1);
+    *u0 = _mm512_permutex2var_ps(g2, ilo, g3); *u1 = _mm512_permutex2var_ps(g2, ihi, g3);
+}
+
+/* NP pooled rows x 32 conv columns: dL/dconv in registers (d0..d3 = conv rows, l/h =
+ * columns 0..15, 16..31), then the forward's load pattern: tap (ky, kx) accumulates
+ * dL/dconv of conv row c times input row c + ky shifted by kx, in nine vectors. */
+static inline __attribute__((always_inline)) void
+conv_backward_pass(const int NP, const int MASKED, const float *row, int S, const float *pooled,
+                   const unsigned char *arg, const float *dpool, int P, __mmask16 mlo, __mmask16 mhi,
+                   __mmask16 mp, __m512 g[9], __m512 *db) {
+    __m512 d0l, d0h, d1l, d1h, d2l = _mm512_setzero_ps(), d2h = d2l, d3l = d2l, d3h = d2l;
+    unpool(pooled, arg, dpool, mp, db, &d0l, &d0h, &d1l, &d1h);
+    if (NP > 1) unpool(pooled + P, arg + P, dpool + P, mp, db, &d2l, &d2h, &d3l, &d3h);
+    __m512 g00 = g[0], g01 = g[1], g02 = g[2], g10 = g[3], g11 = g[4], g12 = g[5], g20 = g[6], g21 = g[7], g22 = g[8];
+#define BWD_OP(c, ky) if (kx == 0) BWD_FMA(c, ky, 0) else if (kx == 1) BWD_FMA(c, ky, 1) else BWD_FMA(c, ky, 2)
+#define BWD_FMA(c, ky, kxc) { g##ky##kxc = _mm512_fmadd_ps(d##c##h, hi, _mm512_fmadd_ps(d##c##l, lo, g##ky##kxc)); }
+    PASS_ROWS(BWD_OP)
+#undef BWD_OP
+#undef BWD_FMA
+    g[0] = g00; g[1] = g01; g[2] = g02; g[3] = g10; g[4] = g11; g[5] = g12; g[6] = g20; g[7] = g21; g[8] = g22;
+}
+
+static void conv_backward_one(const cnn *m, const float *restrict img, const float *restrict pooled,
+                              const unsigned char *restrict arg, const float *restrict dpool, float *restrict slot) {
+    int S = m->side, P = m->pool_side, W2 = 2 * P;
+    __m512 g[9], db = _mm512_setzero_ps();
+    for (int k = 0; k < 9; k++) g[k] = _mm512_setzero_ps();
+    long base = 0;
+    for (int cx0 = 0; cx0 < W2; cx0 += 32) {
+        __mmask16 mlo, mhi, mp;
+        chunk_masks(W2 - cx0, &mlo, &mhi, &mp);
+        for (int py = 0; py < P; py += 2) {
+            const float *row = img + (long)(2 * py) * S + cx0;
+            long at = base + (long)py * P + cx0 / 2;
+            int np = P - py >= 2 ? 2 : 1;
+            if (pass_masked(S, 2 * py + 2 * np + 1, cx0)) {
+                if (np == 2) conv_backward_pass(2, 1, row, S, pooled + at, arg + at, dpool + at, P, mlo, mhi, mp, g, &db);
+                else conv_backward_pass(1, 1, row, S, pooled + at, arg + at, dpool + at, P, mlo, mhi, mp, g, &db);
+            } else {
+                if (np == 2) conv_backward_pass(2, 0, row, S, pooled + at, arg + at, dpool + at, P, mlo, mhi, mp, g, &db);
+                else conv_backward_pass(1, 0, row, S, pooled + at, arg + at, dpool + at, P, mlo, mhi, mp, g, &db);
+            }
+        }
+    }
+    for (int k = 0; k < 9; k++) slot[k] = _mm512_reduce_add_ps(g[k]);
+    slot[9] = _mm512_reduce_add_ps(db);
+}
+#else
+static void conv_backward_one(const cnn *m, const float *restrict img, const float *restrict pooled,
+                              const unsigned char *restrict arg, const float *restrict dpool, float *restrict slot) {
+    conv_backward_ref(m, img, pooled, arg, dpool, slot);
+}
+#endif
+
+/* The conv gradients of `rows` samples, one slot per (sample, filter): `omp for
+ * collapse(2)` over (sample x filter) with the forward's schedule. No barrier at the end. */
+static void conv_backward(cnn *m, const float *base, const uint32_t *idx, int rows) {
+    int F = m->filters;
+    long SS = (long)m->side * m->side;
+#pragma omp for collapse(2) schedule(static) nowait
+    for (int b = 0; b < rows; b++)
+        for (int f = 0; f < F; f++) {
+            long fo = b * m->prow + (long)f * m->fstride;
+            if (f == 0 && b + 1 < rows) prefetch_image(base + (idx ? (long)idx[b + 1] : b + 1) * SS, SS);
+            conv_backward_one(m, base + (idx ? (long)idx[b] : b) * SS, m->pooled + fo, m->arg + b * m->arow + f * m->astride,
+                              m->dpool + fo, m->slot + ((long)b * F + f) * SLOT);
+        }
+}
+
+/* The fixed-order reduction: gWc, gbc = the slots summed over the samples in sample
+ * order (one thread; F x SLOT floats per sample), so the sum does not depend on T. */
+static void conv_grad_sum(cnn *m, int rows) {
+    int F = m->filters, n = F * SLOT;
+    float *restrict s = m->slot_sum;
+    for (int i = 0; i < n; i++) s[i] = 0.0f;
+    for (int b = 0; b < rows; b++) {
+        const float *restrict sb = m->slot + (long)b * n;
+        for (int i = 0; i < n; i++) s[i] += sb[i];
+    }
+    for (int f = 0; f < F; f++) {
+        for (int k = 0; k < 9; k++) m->gWc[k * F + f] = s[f * SLOT + k];
+        m->gbc[f] = s[f * SLOT + 9];
+    }
+}
+
+// ----------------------------------------------------------------------------
+// communication: the master thread's MPI calls, every one checked and timed
+
+static double comm_seconds;      /* inside MPI calls during training, since the last reset */
+static int sync_mode;            /* --sync */
+
+/* A failed MPI call (MPI_ERRORS_RETURN): one line naming the rank, the call and MPI's
+ * message, then the whole job ends (MPI_Abort), so no rank waits forever in a collective. */
+static void mpi_check(int rc, const char *call) {
+    if (rc == MPI_SUCCESS) return;
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) snprintf(msg, sizeof msg, "error code %d", rc);
+    fprintf(stderr, PROGRAM ": rank %d: %s failed: %s\n", rank, call, msg);
+    fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    exit(1);
+}
+/* COMM(MPI_Allreduce, (args)): call, check, add the seconds to comm_seconds */
+#define COMM(fn, args) do { double t_ = timer_now(); mpi_check(fn args, #fn); \
+                            comm_seconds += timer_now() - t_; } while (0)
+
+/* Set-up errors (data files, memory): if any rank failed, the lowest failing rank prints
+ * its one-line message and every rank exits with status `status`. */
+static void agree_or_die(int failed, const char *msg, int status) {
+    int mine = failed ? rank : nranks, lowest = nranks;
+    mpi_check(MPI_Allreduce(&mine, &lowest, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce");
+    if (lowest == nranks) return;
+    if (rank == lowest) fprintf(stderr, PROGRAM ": %s\n", msg);
+    exit(status);
+}
+
+/* Master thread, after backward: the gradient sums over the ranks (allreduce: on every
+ * rank; reduce-bcast: on rank 0 only) */
+static void exchange_gradients(cnn *m) {
+    int n = (int)m->params_alloc;
+    if (sync_mode == SYNC_ALLREDUCE)
+        COMM(MPI_Allreduce, (MPI_IN_PLACE, m->grad, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+    else
+        COMM(MPI_Reduce, (rank == 0 ? MPI_IN_PLACE : m->grad, m->grad, n, MPI_FLOAT, MPI_SUM, 0, MPI_COMM_WORLD));
+}
+
+/* Master thread, reduce-bcast: rank 0's updated parameters to every rank */
+static void broadcast_params(cnn *m) {
+    COMM(MPI_Bcast, (m->params, (int)m->params_alloc, MPI_FLOAT, 0, MPI_COMM_WORLD));
+}
+
+// ----------------------------------------------------------------------------
+// update: serial's formula, W = fmaf(-lr/B, g, W) with B the global batch. The master
+// updates the 90 conv and bias parameters right after the exchange; then thread t
+// updates its block of columns of Wd and writes the same block of rows of WdT.
+
+static void sgd_update(float *restrict w, const float *restrict g, long n, float scale) {
+    for (long i = 0; i < n; i++) w[i] = fmaf(scale, g[i], w[i]);
+}
+
+static void update_small(cnn *m, float scale) {
+    sgd_update(m->Wc, m->gWc, 9L * m->filters, scale);
+    sgd_update(m->bc, m->gbc, m->filters, scale);
+    sgd_update(m->bd, m->gbd, CLASSES, scale);
+}
+
+static void update_slice(cnn *m, float scale, int t, int T) {
+    long j0, j1, n = m->features;
+    split(n, t, T, &j0, &j1);
+    for (int c = 0; c < CLASSES; c++) sgd_update(m->Wd + c * n + j0, m->gWd + c * n + j0, j1 - j0, scale);
+}
+
+static void transpose_slice(cnn *m, int t, int T) {
+    long j0, j1, n = m->features;
+    split(n, t, T, &j0, &j1);
+    for (long j = j0; j < j1; j++)
+        for (int c = 0; c < CLASSES; c++) m->WdT[j * CLASSES + c] = m->Wd[c * n + j];
+}
+
+/* One SGD step on this rank's `rows` samples (images idx[0..rows) of d) of a global batch
+ * of batch_rows samples; called by every thread of the team. Four barriers (six with
+ * reduce-bcast); the update needs none after it: its blocks of Wd and WdT are next read
+ * after the following step's first barrier, and the parameters the convolution reads
+ * were updated by the master before the fourth. The master adds this rank's summed loss
+ * to *loss. */
+static void train_step(cnn *m, thread_stats *st, const dataset *d, const uint32_t *idx, int rows, int batch_rows,
+                       float lr, double *loss, int t, int T) {
+    /* forward: conv + ReLU + pool over (sample x filter) */
+    conv_pool_forward(m, d->x, idx, rows);
+    team_barrier(st);
+    /* this thread's rows: logits, softmax + cross-entropy, dL/dpooled */
+    long r0, r1;
+    split(rows, t, T, &r0, &r1);
+    dense_forward(m, r0, r1);
+    for (long i = r0; i < r1; i++) {
+        unsigned char y = d->y[idx[i]];
+        m->loss_row[i] = softmax_xent(m->logits + i * CLASSES, &y, 1, CLASSES, &st->correct);
+    }
+    dense_backward_input(m, r0, r1);
+    team_barrier(st);
+    /* weight gradients: this thread's columns of Wd (every sample), then conv over
+     * (sample x filter) */
+    long j0, j1;
+    split(m->features, t, T, &j0, &j1);
+    dense_backward_weights(m, rows, j0, j1);
+    if (t == T - 1) dense_backward_bias(m, rows);
+    conv_backward(m, d->x, idx, rows);
+    team_barrier(st);
+    /* the master sums the conv slots and the losses in order, talks to the other ranks and
+     * updates the small parameters */
+    float scale = -lr / (float)batch_rows;
+#pragma omp master
+    {
+        conv_grad_sum(m, rows);
+        for (int i = 0; i < rows; i++) *loss += m->loss_row[i];
+        exchange_gradients(m);
+        if (sync_mode == SYNC_ALLREDUCE || rank == 0) update_small(m, scale);
+    }
+    team_barrier(st);
+    if (sync_mode == SYNC_ALLREDUCE || rank == 0) update_slice(m, scale, t, T);
+    if (sync_mode == SYNC_REDUCE_BCAST) {
+        team_barrier(st);
+#pragma omp master
+        broadcast_params(m);
+        team_barrier(st);
+    }
+    transpose_slice(m, t, T);
+}
+
+// ----------------------------------------------------------------------------
+// data movement and evaluation
+
+/* rank r's contiguous part [*lo, *lo + *count) of n items: sizes differ by at most one */
+static void shard(long n, int r, int p, long *lo, long *count) {
+    long base = n / p, rem = n % p;
+    *lo = r * base + (r < rem ? r : rem);
+    *count = base + (r < rem ? 1 : 0);
+}
+
+static int argmax10(const float *z, int classes) {
+    int best = 0;
+    for (int c = 1; c < classes; c++) if (z[c] > z[best]) best = c;
+    return best;
+}
+
+/* Correct predictions on the samples of d (this rank's test shard; may be empty), by T
+ * threads in blocks of EVAL_BATCH rows; predictions optional. */
+static long evaluate(cnn *m, thread_stats *st, int T, const dataset *d, unsigned char *predictions) {
+    long SS = (long)m->side * m->side;
+    for (int t = 0; t < T; t++) st[t].correct = 0;
+#pragma omp parallel num_threads(T)
+    {
+        int t = omp_get_thread_num();
+        thread_stats *s = &st[t];
+        for (long start = 0; start < d->n; start += EVAL_BATCH) {
+            int rows = (int)(d->n - start < EVAL_BATCH ? d->n - start : EVAL_BATCH);
+            conv_pool_forward(m, d->x + start * SS, NULL, rows);
+            team_barrier(s);
+            long r0, r1;
+            split(rows, t, T, &r0, &r1);
+            dense_forward(m, r0, r1);
+            for (long i = r0; i < r1; i++) {
+                int p = argmax10(m->logits + i * CLASSES, CLASSES);
+                s->correct += p == d->y[start + i];
+                if (predictions) predictions[start + i] = (unsigned char)p;
+            }
+            team_barrier(s);     /* the next block overwrites pooled and logits */
+        }
+    }
+    long correct = 0;
+    for (int t = 0; t < T; t++) correct += st[t].correct;
+    return correct;
+}
+
+static void print_predictions(const dataset *d, const unsigned char *pred, int k) {
+    static const char shades[] = " .:-=+*#%@";
+    int step = d->side > 28 ? d->side / 28 : 1;
+    for (int s = 0; s < k && s < d->n; s++) {
+        printf("test image %d: predicted %d, true %d%s\n", s, pred[s], d->y[s], pred[s] == d->y[s] ? "" : "  <-- wrong");
+        for (int r = 0; r < d->side; r += step) {
+            for (int c = 0; c < d->side; c += step) {
+                float v = d->x[(size_t)s * d->features + (size_t)r * d->side + c];
+                int q = (int)(v * 9.999f);
+                putchar(shades[q < 0 ? 0 : q > 9 ? 9 : q]);
+            }
+            putchar('\n');
+        }
+    }
+}
+
+/* FNV-1a of the parameter bytes: equal on every rank iff the replicas are identical */
+static uint64_t params_hash(const cnn *m) {
+    const unsigned char *p = (const unsigned char *)m->params;
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < sizeof(float) * (size_t)m->params_alloc; i++) h = (h ^ p[i]) * 0x100000001b3ull;
+    return h;
+}
+
+// ----------------------------------------------------------------------------
+// main
+
+/* exit() anywhere (bad flags on every rank, --help) still finalizes MPI, so mpirun sees
+ * a clean exit with our status instead of a process "exiting improperly" */
+static void finalize_at_exit(void) {
+    int init = 0, fin = 0;
+    MPI_Initialized(&init);
+    MPI_Finalized(&fin);
+    if (init && !fin) MPI_Finalize();
+}
+
+#ifndef TESTING
+int main(int argc, char **argv) {
+    /* FUNNELED: OpenMP threads run, but only the master thread (this one) calls MPI */
+    int provided = MPI_THREAD_SINGLE;
+    if (MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+        fprintf(stderr, PROGRAM ": MPI_Init_thread failed\n");
+        return 1;
+    }
+    atexit(finalize_at_exit);
+    mpi_check(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+    mpi_check(MPI_Comm_rank(MPI_COMM_WORLD, &rank), "MPI_Comm_rank");
+    mpi_check(MPI_Comm_size(MPI_COMM_WORLD, &nranks), "MPI_Comm_size");
+    if (provided < MPI_THREAD_FUNNELED) {
+        if (rank == 0)
+            fprintf(stderr, PROGRAM ": the MPI library provides thread level %d, below MPI_THREAD_FUNNELED (%d)\n",
+                    provided, MPI_THREAD_FUNNELED);
+        return 1;
+    }
+    cnn_options co;
+    parse_options(&co, argc, argv);
+    train_options *o = &co.common;
+    sync_mode = co.sync;
+    int T = co.threads;
+    char err[IDX_ERR_LEN] = "";
+
+    /* data: every rank checks the files; the sizes decide the same errors on every rank */
+    long train_avail = 0, test_avail = 0;
+    int bad = dataset_count(o->data_dir, "train", &train_avail, err, sizeof err) ||
+              dataset_count(o->data_dir, "t10k", &test_avail, err, sizeof err);
+    agree_or_die(bad, err, 2);
+    if (o->train_n > train_avail) die_all("--train %ld: %s holds only %ld training samples", o->train_n, o->data_dir, train_avail);
+    if (o->test_n > test_avail) die_all("--test %ld: %s holds only %ld test samples", o->test_n, o->data_dir, test_avail);
+    long train_n = o->train_n ? o->train_n : train_avail;
+    long test_n = o->test_n ? o->test_n : test_avail;
+    if (nranks > train_n)
+        die_all("%d ranks but only %ld training samples: every rank needs at least one (fewer ranks or a larger --train)", nranks, train_n);
+    if (co.batch_per_rank) {
+        o->batch = co.batch_per_rank * nranks;
+        if (o->batch > train_n)
+            die_all("--batch-per-rank %ld: %d ranks x %ld = %ld rows is larger than the %ld training samples",
+                    co.batch_per_rank, nranks, co.batch_per_rank, o->batch, train_n);
+    }
+    if (o->batch_full) o->batch = train_n;
+    if (o->batch > train_n) die_all("--batch %ld is larger than the %ld training samples", o->batch, train_n);
+    if (o->batch < nranks)
+        die_all("--batch %ld is smaller than the %d ranks: every rank needs at least one row of each mini-batch", o->batch, nranks);
+    long test_lo, test_count;   /* this rank's test shard (empty when ranks > test samples) */
+    shard(test_n, rank, nranks, &test_lo, &test_count);
+    dataset train = {0}, test = {0};
+    bad = dataset_load(o->data_dir, "train", 0, train_n, o->image_size, &train, err, sizeof err);
+    if (!bad && test_count > 0)
+        bad = dataset_load(o->data_dir, "t10k", test_lo, test_count, o->image_size, &test, err, sizeof err);
+    agree_or_die(bad, err, 2);
+    if (train.side < 4)
+        die_all("%s: %dx%d images are too small for the CNN (at least 4x4; see --image-size)", o->data_dir, train.side, train.side);
+
+    /* threads: exactly T per rank, never fewer (a smaller team would mis-split the work) */
+    const char *wait_policy = getenv("OMP_WAIT_POLICY") ? getenv("OMP_WAIT_POLICY") : "";
+    omp_set_dynamic(0);
+    int team = 0;
+#pragma omp parallel num_threads(T)
+    {
+#pragma omp single
+        team = omp_get_num_threads();
+    }
+    agree_or_die(team != T, "the OpenMP runtime gave fewer threads than --threads (OMP_THREAD_LIMIT?)", 2);
+    /* oversubscription: ranks on this node x threads vs cores, and cores this rank may use */
+    MPI_Comm node;
+    int local_ranks = 1, cores = (int)sysconf(_SC_NPROCESSORS_ONLN), usable = omp_get_num_procs(), few = 0;
+    mpi_check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node), "MPI_Comm_split_type");
+    mpi_check(MPI_Comm_size(node, &local_ranks), "MPI_Comm_size");
+    mpi_check(MPI_Comm_free(&node), "MPI_Comm_free");
+    mpi_check(MPI_Allreduce(&(int){ T > usable }, &few, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
+    if (rank == 0 && few)
+        fprintf(stderr, PROGRAM ": warning: a rank may use fewer cores than its %d threads (mpirun binds each rank "
+                "to one core when ranks <= cores): launch with scripts/mpirun.sh --bind-to-none\n", T);
+    if (rank == 0 && local_ranks * T > cores && strcmp(wait_policy, "passive") && strcmp(wait_policy, "PASSIVE"))
+        fprintf(stderr, PROGRAM ": warning: %d ranks x %d threads on %d cores with OMP_WAIT_POLICY %s: spinning "
+                "threads slow the others down; set OMP_WAIT_POLICY=passive\n", local_ranks, T, cores,
+                *wait_policy ? wait_policy : "unset");
+
+    /* model: rank r holds at most ceil(B / P) rows of a batch */
+    cnn m;
+    long rank_rows = (o->batch + nranks - 1) / nranks;
+    int max_rows = (int)(rank_rows > EVAL_BATCH ? rank_rows : EVAL_BATCH);
+    uint32_t *order = malloc(sizeof(uint32_t) * (size_t)train_n);
+    thread_stats *st = aligned_alloc(64, sizeof(thread_stats) * (size_t)T);
+    double *loss_curve = malloc(sizeof(double) * (size_t)o->epochs);
+    double *acc_curve = malloc(sizeof(double) * (size_t)o->epochs);
+    double *epoch_sec = malloc(sizeof(double) * (size_t)o->epochs);
+    double *comm_sec = malloc(sizeof(double) * (size_t)o->epochs);
+    double *sync_sec = malloc(sizeof(double) * (size_t)o->epochs);
+    bad = cnn_init(&m, train.side, co.filters, o->seed, max_rows) || !order || !st || !loss_curve || !acc_curve ||
+          !epoch_sec || !comm_sec || !sync_sec;
+    agree_or_die(bad, "out of memory", 1);
+    if (m.params_alloc > INT_MAX) die_all("--filters/--image-size: %ld parameters are more than one MPI message can count", m.params_alloc);
+    char layers[64], dname[256], variant[64];
+    cnn_layers_string(&m, layers, sizeof layers);
+    options_dataset_name(o, dname, sizeof dname);
+    snprintf(variant, sizeof variant, "%s", SYNC_NAMES[co.sync]);
+    double flops_epoch = cnn_flops_per_sample(&m) * (double)train_n;
+    if (rank == 0) {
+        int S = m.side, C = m.conv_side, P = m.pool_side;
+        printf("cnn: CNN %dx%dx1 -conv %dx3x3-> %dx%dx%d -relu, maxpool 2x2-> %dx%dx%d = %d -dense-> %d (%ld parameters), "
+               "%s: %ld train / %ld test, batch %ld (%ld..%ld per rank%s), lr %g, seed %llu, sync %s, %d ranks x %d threads, "
+               "OMP_WAIT_POLICY %s\n",
+               S, S, m.filters, C, C, m.filters, P, P, m.filters, m.features, CLASSES, m.n_params, o->data_dir, train_n,
+               test_n, o->batch, o->batch / nranks, rank_rows, co.batch_per_rank ? ", --batch-per-rank" : "", o->lr,
+               (unsigned long long)o->seed, variant, nranks, T, *wait_policy ? wait_policy : "unset");
+        fflush(stdout);
+    }
+
+    /* training: one parallel region per epoch; every thread walks every batch */
+    double t_start = timer_now();
+    for (int epoch = 1; epoch <= o->epochs; epoch++) {
+        prng_permutation(order, (uint32_t)train_n, o->seed, (uint64_t)epoch);
+        comm_seconds = 0.0;
+        for (int t = 0; t < T; t++) { st[t].sync = 0.0; st[t].correct = 0; }
+        double loss_sum = 0.0, t0 = timer_now();
+#pragma omp parallel num_threads(T)
+        {
+            int t = omp_get_thread_num();
+            for (long start = 0; start < train_n; start += o->batch) {
+                int rows = (int)(train_n - start < o->batch ? train_n - start : o->batch);
+                long lo, count;   /* this rank's rows of the global batch */
+                shard(rows, rank, nranks, &lo, &count);
+                train_step(&m, &st[t], &train, order + start + lo, (int)count, rows, (float)o->lr, &loss_sum, t, T);
+            }
+        }
+        double seconds = timer_now() - t0, comm = comm_seconds, sync = 0.0;
+        long correct = 0;
+        for (int t = 0; t < T; t++) { sync += st[t].sync; correct += st[t].correct; }
+        long test_correct = evaluate(&m, st, T, &test, NULL);
+        /* totals over the ranks (every rank gets them, so all stop together on divergence) */
+        double mine[5] = { loss_sum, (double)correct, (double)test_correct, comm, sync }, sum[5], slowest;
+        mpi_check(MPI_Allreduce(mine, sum, 5, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
+        mpi_check(MPI_Allreduce(&seconds, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
+        epoch_sec[epoch - 1] = slowest;
+        comm_sec[epoch - 1] = sum[3] / nranks;
+        sync_sec[epoch - 1] = sum[4] / nranks;
+        loss_curve[epoch - 1] = sum[0] / (double)train_n;
+        acc_curve[epoch - 1] = 100.0 * sum[2] / (double)test_n;
+        if (!isfinite(loss_curve[epoch - 1])) {
+            if (rank == 0)
+                fprintf(stderr, PROGRAM ": training diverged at epoch %d (loss %g); lower --lr\n", epoch, loss_curve[epoch - 1]);
+            return 1;
+        }
+        if (!o->quiet && rank == 0)
+            printf("epoch %d/%d  loss %.6f  train_acc %.2f%%  test_acc %.2f%%  time %.3f s  %.1fk samples/s  comm %.3f s"
+                   "  sync %.3f s\n",
+                   epoch, o->epochs, loss_curve[epoch - 1], 100.0 * sum[1] / (double)train_n, acc_curve[epoch - 1],
+                   epoch_sec[epoch - 1], (double)train_n / epoch_sec[epoch - 1] / 1e3, comm_sec[epoch - 1],
+                   sync_sec[epoch - 1]);
+        fflush(stdout);
+    }
+    double total = timer_now() - t_start;
+
+    /* the replicas must be bit-identical (every rank applied the same sums) */
+    unsigned long long h = params_hash(&m), hmin, hmax;
+    mpi_check(MPI_Allreduce(&h, &hmin, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce");
+    mpi_check(MPI_Allreduce(&h, &hmax, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
+    if (hmin != hmax) {
+        if (rank == 0) fprintf(stderr, PROGRAM ": the model replicas differ between ranks after training (the reduction gave ranks different sums); no result written\n");
+        return 1;
+    }
+
+    /* results: rank 0 alone */
+    int status = 0;
+    if (rank == 0) {
+        double median = o->epochs > 1 ? results_median(epoch_sec + 1, o->epochs - 1) : epoch_sec[0];
+        double comm_median = o->epochs > 1 ? results_median(comm_sec + 1, o->epochs - 1) : comm_sec[0];
+        double sync_median = o->epochs > 1 ? results_median(sync_sec + 1, o->epochs - 1) : sync_sec[0];
+        result_row row = {
+            .program = PROGRAM, .variant = variant, .ranks = nranks, .threads = T, .omp_wait_policy = wait_policy,
+            .dataset = dname, .image_size = train.side, .train_n = train_n, .test_n = test_n,
+            .hidden = layers, .activation = "relu", .batch = o->batch,
+            .epochs = o->epochs, .lr = o->lr, .seed = o->seed, .epoch_seconds_median = median,
+            .total_seconds = total, .comm_seconds = comm_median, .sync_seconds = sync_median,
+            .samples_per_second = (double)train_n / median,
+            .gflops = flops_epoch / median / 1e9, .final_train_loss = loss_curve[o->epochs - 1],
+            .test_accuracy = acc_curve[o->epochs - 1], .train_loss_curve = loss_curve,
+            .test_acc_curve = acc_curve, .epoch_seconds = epoch_sec, .n_curve = o->epochs,
+        };
+        if (o->predict) {   /* rank 0 shows the first K test images, whichever shard holds them */
+            dataset first;
+            long k = o->predict < test_n ? o->predict : test_n;
+            unsigned char *pred = malloc((size_t)k);
+            if (!pred || dataset_load(o->data_dir, "t10k", 0, k, o->image_size, &first, err, sizeof err)) {
+                fprintf(stderr, PROGRAM ": %s\n", pred ? err : "out of memory");
+                return 1;
+            }
+            evaluate(&m, st, T, &first, pred);
+            print_predictions(&first, pred, (int)k);
+            dataset_free(&first);
+            free(pred);
+        }
+        if (results_append(o->csv, &row, err, sizeof err)) {
+            status = 1;
+            fprintf(stderr, PROGRAM ": %s\n", err);
+        } else
+            printf("cnn: %s | %d ranks x %d threads | %d epochs | epoch median %.3f s | comm %.3f s (%.0f%%) | "
+                   "sync %.3f s | %.1fk samples/s | %.1f GFLOP/s | loss %.4f | test acc %.2f%% | replicas identical | csv %s\n",
+                   variant, nranks, T, o->epochs, median, comm_median, 100.0 * comm_median / median, sync_median,
+                   row.samples_per_second / 1e3, row.gflops, row.final_train_loss, row.test_accuracy,
+                   strcmp(o->csv, "none") ? o->csv : "(none)");
+    }
+
+    cnn_free(&m);
+    dataset_free(&train);
+    if (test_count > 0) dataset_free(&test);
+    free(order); free(st); free(loss_curve); free(acc_curve); free(epoch_sec); free(comm_sec); free(sync_sec);
+    return status;
+}
+#endif
