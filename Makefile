@@ -36,6 +36,23 @@ ifndef NO_CUDA
 NVCC ?= $(firstword $(shell command -v nvcc 2>/dev/null) $(wildcard $(CUDA_HOME)/bin/nvcc) $(wildcard /usr/local/cuda/bin/nvcc))
 HAVE_NVCC := $(if $(NVCC),yes)
 endif
+# CUDA: the real build needs nvcc (cuBLAS comes with it); the CPU emulation build of the
+# same source (cuda/cuda_emu.h, for the tests) needs only a C++17 compiler with <ucontext.h>.
+ifeq ($(origin CXX),default)
+CXX      = g++
+endif
+MPICXX  ?= mpicxx
+HAVE_CXX := $(call have,printf '$(H)include <ucontext.h>\n$(H)include <tuple>\nint main(){ucontext_t c;return getcontext(&c);}' | $(CXX) -std=c++17 -x c++ - -o /dev/null)
+ifndef NO_MPI
+HAVE_MPICXX := $(call have,command -v $(MPICXX))
+endif
+ifdef HAVE_NVCC
+# sm_80 (A100) and sm_90 (H100) machine code plus compute_90 PTX for newer GPUs, or
+# exactly the GPU of this machine when one is present
+CUDA_ARCH ?= $(if $(shell nvidia-smi -L 2>/dev/null | grep GPU),-arch=native,-gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90)
+endif
+CUDA_TARGETS = $(if $(HAVE_NVCC),cuda/cuda) $(if $(HAVE_CXX),cuda/cuda-emu) \
+               $(if $(and $(HAVE_NVCC),$(HAVE_MPICXX)),cuda/cuda-mpi) $(if $(and $(HAVE_CXX),$(HAVE_MPICXX)),cuda/cuda-mpi-emu)
 
 SERIAL_DEFS = $(if $(HAVE_BLAS),-DHAVE_CBLAS)
 SERIAL_LIBS = $(if $(HAVE_BLAS),-lopenblas)
@@ -44,12 +61,20 @@ SERIAL_LIBS = $(if $(HAVE_BLAS),-lopenblas)
 # exist yet is reported as skipped, never faked.
 PROGRAMS = serial/serial openmp/openmp mpi/mpi mpi/pipeline hybrid/hybrid cuda/cuda cnn/cnn
 
-.PHONY: all test data plots clean report
+.PHONY: all test data plots clean report cuda cuda-emu cuda-mpi hybrid
 all: report
 
-report: $(if $(HAVE_ZLIB),serial/serial)
+report: $(if $(HAVE_ZLIB),serial/serial) $(if $(and $(HAVE_ZLIB),$(HAVE_OMP)),openmp/openmp) $(if $(and $(HAVE_ZLIB),$(HAVE_MPI)),mpi/mpi mpi/pipeline) $(CUDA_TARGETS) $(if $(and $(HAVE_ZLIB),$(HAVE_MPI),$(HAVE_OMP)),cnn/cnn hybrid/hybrid)
 	@echo "partrain build summary:"
 	@$(if $(HAVE_ZLIB),echo "  ✓ serial/serial$(if $(HAVE_BLAS), (with --gemm blas: OpenBLAS found), (without --gemm blas: OpenBLAS not found; apt-get install libopenblas-dev))",echo "  ✗ serial/serial skipped: zlib headers missing (apt-get install zlib1g-dev)")
+	@$(if $(and $(HAVE_ZLIB),$(HAVE_OMP)),echo "  ✓ openmp/openmp (--accum critical|reduction|loop)",echo "  ✗ openmp/openmp skipped: $(if $(NO_OMP),NO_OMP=1 given,$(if $(HAVE_ZLIB),$(CC) -fopenmp failed (apt-get install libgomp1 or use CC=gcc),zlib headers missing (apt-get install zlib1g-dev)))")
+	@$(if $(and $(HAVE_ZLIB),$(HAVE_MPI)),echo "  ✓ mpi/mpi (--sync allreduce|reduce-bcast|overlap) and mpi/pipeline (GPipe micro-batches): run with scripts/mpirun.sh P ...",echo "  ✗ mpi/mpi and mpi/pipeline skipped: $(if $(NO_MPI),NO_MPI=1 given,$(if $(HAVE_ZLIB),$(MPICC) not found (apt-get install openmpi-bin libopenmpi-dev),zlib headers missing (apt-get install zlib1g-dev)))")
+	@$(if $(HAVE_NVCC),echo "  ✓ cuda/cuda (nvcc $(NVCC) $(CUDA_ARCH); --kernel naive|tiled|cublas)$(if $(shell nvidia-smi -L 2>/dev/null | grep GPU),, (no GPU here: it exits 3; scripts/gpu-check.sh on a GPU machine))",echo "  ✗ cuda/cuda skipped: $(if $(NO_CUDA),NO_CUDA=1 given,nvcc not found in PATH or \$$CUDA_HOME/bin or /usr/local/cuda/bin (install the CUDA toolkit or set NVCC=))")
+	@$(if $(HAVE_CXX),echo "  ✓ cuda/cuda-emu (the same kernels on the CPU through cuda/cuda_emu.h: for tests, not timings)",echo "  ✗ cuda/cuda-emu skipped: $(CXX) cannot compile C++17 with <ucontext.h> (apt-get install g++)")
+	@$(if $(and $(HAVE_NVCC),$(HAVE_MPICXX)),echo "  ✓ cuda/cuda-mpi (data parallel over ranks, host-staged MPI_Allreduce)",echo "  ✗ cuda/cuda-mpi skipped: $(if $(NO_MPI),NO_MPI=1 given,$(if $(HAVE_NVCC),$(MPICXX) not found (apt-get install libopenmpi-dev),nvcc not found))")
+	@$(if $(and $(HAVE_CXX),$(HAVE_MPICXX)),echo "  ✓ cuda/cuda-mpi-emu (the MPI build on the CPU emulation)",echo "  ✗ cuda/cuda-mpi-emu skipped: $(if $(NO_MPI),NO_MPI=1 given,$(if $(HAVE_CXX),$(MPICXX) not found (apt-get install libopenmpi-dev),no C++17 compiler with <ucontext.h>))")
+	@$(if $(and $(HAVE_ZLIB),$(HAVE_MPI),$(HAVE_OMP)),echo "  ✓ cnn/cnn (seed report 003's CNN, MPI ranks x OpenMP threads: scripts/mpirun.sh [--bind-to-none] P cnn/cnn --threads T)",echo "  ✗ cnn/cnn skipped: $(if $(NO_MPI),NO_MPI=1 given,$(if $(NO_OMP),NO_OMP=1 given,$(if $(HAVE_ZLIB),$(if $(HAVE_MPI),$(CC) -fopenmp failed (apt-get install libgomp1),$(MPICC) not found (apt-get install openmpi-bin libopenmpi-dev)),zlib headers missing (apt-get install zlib1g-dev))))")
+	@$(if $(and $(HAVE_ZLIB),$(HAVE_MPI),$(HAVE_OMP)),echo "  ✓ hybrid/hybrid (MPI ranks x OpenMP threads, MPI_THREAD_FUNNELED; --sync allreduce|reduce-bcast: scripts/mpirun.sh --bind-to-none P hybrid/hybrid --threads T)",echo "  ✗ hybrid/hybrid skipped: $(if $(NO_MPI),NO_MPI=1 given,$(if $(NO_OMP),NO_OMP=1 given,$(if $(HAVE_ZLIB),$(if $(HAVE_MPI),$(CC) -fopenmp failed (apt-get install libgomp1),$(MPICC) not found (apt-get install openmpi-bin libopenmpi-dev)),zlib headers missing (apt-get install zlib1g-dev))))")
 	@for p in openmp/openmp mpi/mpi mpi/pipeline hybrid/hybrid cuda/cuda cnn/cnn; do \
 	  [ -f $$p.c ] || [ -f $$p.cu ] || echo "  ✗ $$p skipped: not implemented yet (no $$p.c)"; done
 	@echo "  toolchains: OpenMP $(if $(HAVE_OMP),✓,✗)  MPI ($(MPICC)) $(if $(HAVE_MPI),✓,✗)  nvcc $(if $(HAVE_NVCC),✓ $(NVCC),✗)"
@@ -60,10 +85,82 @@ serial/serial: serial/serial.c $(COMMON_SRC) $(COMMON_HDR)
 
 serial: serial/serial
 
+openmp/openmp: openmp/openmp.c $(COMMON_SRC) $(COMMON_HDR)
+	@$(if $(HAVE_OMP),true,echo "OpenMP missing: $(CC) -fopenmp failed" >&2; false)
+	$(CC) $(STD) $(CFLAGS) $(WARN) -fopenmp $(CPPFLAGS) openmp/openmp.c $(COMMON_SRC) -o $@ $(LDLIBS)
+
+openmp: openmp/openmp
+
+# MPI programs: $(MPICC) wraps $(CC) with OpenMPI's include and library flags
+mpi/mpi: mpi/mpi.c $(COMMON_SRC) $(COMMON_HDR)
+	@$(if $(HAVE_MPI),true,echo "MPI missing: $(MPICC) not found (apt-get install openmpi-bin libopenmpi-dev)" >&2; false)
+	$(MPICC) $(STD) $(CFLAGS) $(WARN) $(CPPFLAGS) mpi/mpi.c $(COMMON_SRC) -o $@ $(LDLIBS)
+
+mpi/pipeline: mpi/pipeline.c $(COMMON_SRC) $(COMMON_HDR)
+	@$(if $(HAVE_MPI),true,echo "MPI missing: $(MPICC) not found (apt-get install openmpi-bin libopenmpi-dev)" >&2; false)
+	$(MPICC) $(STD) $(CFLAGS) $(WARN) $(CPPFLAGS) mpi/pipeline.c $(COMMON_SRC) -o $@ $(LDLIBS)
+
+mpi: mpi/mpi mpi/pipeline
+
+# the CNN: MPI ranks x OpenMP threads, so $(MPICC) with -fopenmp
+cnn/cnn: cnn/cnn.c $(COMMON_SRC) $(COMMON_HDR)
+	@$(if $(and $(HAVE_MPI),$(HAVE_OMP)),true,echo "cnn/cnn needs $(MPICC) (apt-get install openmpi-bin libopenmpi-dev) and OpenMP" >&2; false)
+	$(MPICC) $(STD) $(CFLAGS) $(WARN) -fopenmp $(CPPFLAGS) cnn/cnn.c $(COMMON_SRC) -o $@ $(LDLIBS)
+
+cnn: cnn/cnn
+
+# hybrid: MPI ranks x OpenMP threads (MPI_THREAD_FUNNELED), so $(MPICC) with -fopenmp
+hybrid/hybrid: hybrid/hybrid.c $(COMMON_SRC) $(COMMON_HDR)
+	@$(if $(and $(HAVE_MPI),$(HAVE_OMP)),true,echo "hybrid/hybrid needs $(MPICC) (apt-get install openmpi-bin libopenmpi-dev) and OpenMP" >&2; false)
+	$(MPICC) $(STD) $(CFLAGS) $(WARN) -fopenmp $(CPPFLAGS) hybrid/hybrid.c $(COMMON_SRC) -o $@ $(LDLIBS)
+
+hybrid: hybrid/hybrid
+
+# ---- CUDA -----------------------------------------------------------------------
+# cuda/cuda.cu is C-style CUDA; common/ is compiled as C by $(CC) and linked in.
+# -fmad=false: no multiply-add contracted except the explicit fmaf() of the products
+# and the update, so the device does serial's float operations (see cuda/cuda.cu).
+# The emulation builds compile the same file as C++ with -ffp-contract=off for the same
+# reason; they are built even with NO_CUDA=1 (which only skips nvcc).
+CUDA_OBJ  = cuda/obj/idx.o cuda/obj/options.o cuda/obj/results.o
+CUDA_DEPS = cuda/cuda.cu $(CUDA_OBJ) $(COMMON_HDR)
+NVCCFLAGS = -std=c++17 -O3 -fmad=false $(CUDA_ARCH) -Xcompiler -O3,-march=native,-Wall,-Wextra
+NVCCLIBS  = -lcublas -Xlinker -rpath,$(abspath $(dir $(NVCC))../lib64) $(LDLIBS)
+EMUFLAGS  = -std=c++17 -O2 -march=native -ffp-contract=off $(WARN)
+
+cuda/obj/%.o: common/%.c $(COMMON_HDR)
+	@mkdir -p cuda/obj
+	$(CC) $(STD) $(CFLAGS) $(WARN) $(CPPFLAGS) -c $< -o $@
+
+cuda/cuda: $(CUDA_DEPS)
+	@$(if $(HAVE_NVCC),true,echo "nvcc not found: install the CUDA toolkit or set NVCC=/path/to/nvcc" >&2; false)
+	$(NVCC) $(NVCCFLAGS) $(CPPFLAGS) cuda/cuda.cu $(CUDA_OBJ) -o $@ $(NVCCLIBS)
+
+cuda/cuda-mpi: $(CUDA_DEPS)
+	@$(if $(and $(HAVE_NVCC),$(HAVE_MPICXX)),true,echo "cuda-mpi needs nvcc and $(MPICXX)" >&2; false)
+	$(NVCC) -ccbin $(MPICXX) $(NVCCFLAGS) -DUSE_MPI $(CPPFLAGS) cuda/cuda.cu $(CUDA_OBJ) -o $@ $(NVCCLIBS)
+
+cuda/cuda-emu: $(CUDA_DEPS) cuda/cuda_emu.h
+	@$(if $(HAVE_CXX),true,echo "$(CXX) cannot compile C++17 with <ucontext.h>" >&2; false)
+	$(CXX) $(EMUFLAGS) $(CPPFLAGS) -x c++ cuda/cuda.cu -x none $(CUDA_OBJ) -o $@ $(LDLIBS)
+
+cuda/cuda-mpi-emu: $(CUDA_DEPS) cuda/cuda_emu.h
+	@$(if $(and $(HAVE_CXX),$(HAVE_MPICXX)),true,echo "cuda-mpi-emu needs $(MPICXX)" >&2; false)
+	$(MPICXX) $(EMUFLAGS) -DUSE_MPI $(CPPFLAGS) -x c++ cuda/cuda.cu -x none $(CUDA_OBJ) -o $@ $(LDLIBS)
+
+cuda: cuda/cuda
+cuda-emu: cuda/cuda-emu
+cuda-mpi: $(if $(HAVE_NVCC),cuda/cuda-mpi) cuda/cuda-mpi-emu
+
 # ---- tests ------------------------------------------------------------------
 # Test binaries are built with AddressSanitizer + UndefinedBehaviorSanitizer.
 SAN = -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
 TEST_BINS = tests/bin/test_serial tests/bin/test_loader tests/bin/test_results tests/bin/serial-asan
+TEST_BINS += $(if $(HAVE_CXX),tests/bin/test_cuda tests/bin/cuda-emu-asan tests/bin/cuda-emu-bug)
+TEST_BINS += $(if $(HAVE_OMP),tests/bin/openmp-asan)
+TEST_BINS += $(if $(HAVE_MPI),tests/bin/mpi-asan tests/bin/pipeline-asan)
+TEST_BINS += $(if $(and $(HAVE_MPI),$(HAVE_OMP)),tests/bin/test_cnn tests/bin/cnn-asan)
+TEST_BINS += $(if $(and $(HAVE_MPI),$(HAVE_OMP)),tests/bin/hybrid-asan)
 
 tests/bin/test_serial: tests/test_serial.c serial/serial.c $(COMMON_SRC) $(COMMON_HDR) tests/check.h
 	@mkdir -p tests/bin
@@ -81,6 +178,53 @@ tests/bin/serial-asan: serial/serial.c $(COMMON_SRC) $(COMMON_HDR)
 	@mkdir -p tests/bin
 	$(CC) $(STD) $(SAN) -march=native $(WARN) $(CPPFLAGS) serial/serial.c $(COMMON_SRC) -o $@ $(LDLIBS)
 
+tests/bin/openmp-asan: openmp/openmp.c $(COMMON_SRC) $(COMMON_HDR)
+	@mkdir -p tests/bin
+	$(CC) $(STD) $(SAN) -march=native $(WARN) -fopenmp $(CPPFLAGS) openmp/openmp.c $(COMMON_SRC) -o $@ $(LDLIBS)
+
+# MPI sanitizer builds: tests/test_mpi.sh runs them with ASAN_OPTIONS=detect_leaks=0
+# (OpenMPI's own allocations still held at exit would be reported as leaks)
+tests/bin/mpi-asan: mpi/mpi.c $(COMMON_SRC) $(COMMON_HDR)
+	@mkdir -p tests/bin
+	$(MPICC) $(STD) $(SAN) -march=native $(WARN) $(CPPFLAGS) mpi/mpi.c $(COMMON_SRC) -o $@ $(LDLIBS)
+
+tests/bin/pipeline-asan: mpi/pipeline.c $(COMMON_SRC) $(COMMON_HDR)
+	@mkdir -p tests/bin
+	$(MPICC) $(STD) $(SAN) -march=native $(WARN) $(CPPFLAGS) mpi/pipeline.c $(COMMON_SRC) -o $@ $(LDLIBS)
+
+# the CNN's unit tests (cnn.c #included with TESTING) and its sanitizer build; both set
+# detect_leaks=0 themselves or in tests/test_cnn.sh (OpenMPI's allocations at exit)
+tests/bin/test_cnn: tests/test_cnn.c cnn/cnn.c $(COMMON_SRC) $(COMMON_HDR) tests/check.h
+	@mkdir -p tests/bin
+	$(MPICC) $(STD) $(SAN) -march=native $(WARN) -fopenmp $(CPPFLAGS) tests/test_cnn.c $(COMMON_SRC) -o $@ $(LDLIBS)
+
+tests/bin/cnn-asan: cnn/cnn.c $(COMMON_SRC) $(COMMON_HDR)
+	@mkdir -p tests/bin
+	$(MPICC) $(STD) $(SAN) -march=native $(WARN) -fopenmp $(CPPFLAGS) cnn/cnn.c $(COMMON_SRC) -o $@ $(LDLIBS)
+
+# tests/test_hybrid.sh runs it with ASAN_OPTIONS=detect_leaks=0 (OpenMPI's allocations at exit)
+tests/bin/hybrid-asan: hybrid/hybrid.c $(COMMON_SRC) $(COMMON_HDR)
+	@mkdir -p tests/bin
+	$(MPICC) $(STD) $(SAN) -march=native $(WARN) -fopenmp $(CPPFLAGS) hybrid/hybrid.c $(COMMON_SRC) -o $@ $(LDLIBS)
+
+# CUDA emulation test builds: the kernel unit test and the trainer with ASan + UBSan
+# (fiber stack switches are announced to ASan by cuda_emu.h), and the trainer without
+# the tiled kernel's second __syncthreads(), which tests/test_cuda.sh must see fail.
+CUDA_SAN_OBJ = tests/bin/cuda-san/idx.o tests/bin/cuda-san/options.o tests/bin/cuda-san/results.o
+tests/bin/cuda-san/%.o: common/%.c $(COMMON_HDR)
+	@mkdir -p tests/bin/cuda-san
+	$(CC) $(STD) $(SAN) $(WARN) $(CPPFLAGS) -c $< -o $@
+
+tests/bin/test_cuda: tests/test_cuda.cpp cuda/cuda.cu cuda/cuda_emu.h tests/check.h $(CUDA_SAN_OBJ)
+	$(CXX) -std=c++17 $(SAN) -march=native -ffp-contract=off $(WARN) $(CPPFLAGS) tests/test_cuda.cpp -x none $(CUDA_SAN_OBJ) -o $@ $(LDLIBS)
+
+tests/bin/cuda-emu-asan: cuda/cuda.cu cuda/cuda_emu.h $(CUDA_SAN_OBJ)
+	$(CXX) -std=c++17 $(SAN) -march=native -ffp-contract=off $(WARN) $(CPPFLAGS) -x c++ cuda/cuda.cu -x none $(CUDA_SAN_OBJ) -o $@ $(LDLIBS)
+
+tests/bin/cuda-emu-bug: $(CUDA_DEPS) cuda/cuda_emu.h
+	@mkdir -p tests/bin
+	$(CXX) $(EMUFLAGS) -DBUG_DROP_SECOND_SYNC $(CPPFLAGS) -x c++ cuda/cuda.cu -x none $(CUDA_OBJ) -o $@ $(LDLIBS)
+
 test:
 	@scripts/setup.sh test
 	@$(MAKE) --no-print-directory all $(TEST_BINS)
@@ -95,3 +239,5 @@ plots:
 clean:
 	rm -f $(PROGRAMS) serial/serial-blas
 	rm -rf tests/bin
+	rm -f cuda/cuda-emu cuda/cuda-mpi cuda/cuda-mpi-emu
+	rm -rf cuda/obj

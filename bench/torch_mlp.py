@@ -26,9 +26,15 @@ Same model, data, flags, progress lines and CSV row schema as the C trainers
     the file is new; program "pytorch", variant "torch-<version>"; gflops uses the
     C trainers' FLOP count (see model_flops_per_sample()).
 
-Only --model mlp exists; a CNN is added by writing a builder in MODELS and a FLOP
-count in model_flops_per_sample() — the data tensor is kept (N, S*S) and a model
-that wants images unflattens it itself.
+--model cnn is seed report 003's CNN, the model of cnn/cnn.c: Conv2d(1, F, 3)
+(--filters F, default 8), ReLU, MaxPool2d(2), Flatten, Linear(F*P*P, 10) with
+P = (S-2)//2; the data tensor stays (N, S*S) and the model unflattens it. Its init
+follows the C trainer's scheme (He-normal conv weights, fan_in 9; Xavier-uniform
+dense weights; zero biases), not its random values (torch's generator). --hidden
+does not apply to it (refused) and --activation must be relu. The FLOP count is the
+C trainer's: forward + weight gradients of both layers, the input gradient of the
+dense layer only. A model is added by writing a builder in MODELS and a FLOP count
+in model_flops_per_sample().
 
 Example (one pinned core, as the benchmark runs it):
   env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_NUM_THREADS=1 \\
@@ -122,8 +128,8 @@ def parse_args(argv):
                    help="use the first N test samples (0: all)")
     p.add_argument("--image-size", type=positive_int("--image-size", True), default=0, metavar="S",
                    help="bilinear resample to S x S (0: the files' own size)")
-    p.add_argument("--hidden", type=parse_hidden, default=[256, 128], metavar="H1,H2",
-                   help="hidden layer sizes (default 256,128)")
+    p.add_argument("--hidden", type=parse_hidden, default=None, metavar="H1,H2",
+                   help="hidden layer sizes (default 256,128; mlp only)")
     p.add_argument("--activation", choices=ACTIVATIONS, default="relu")
     p.add_argument("--batch", type=parse_batch, default=64, metavar="N|full", help="mini-batch size (default 64)")
     p.add_argument("--epochs", type=positive_int("--epochs"), default=5, metavar="E", help="epochs (default 5)")
@@ -134,12 +140,23 @@ def parse_args(argv):
     p.add_argument("--csv", default="results/runs.csv", metavar="FILE|none",
                    help="append one result row here (default results/runs.csv)")
     p.add_argument("--quiet", action="store_true", help="no per-epoch lines")
-    p.add_argument("--model", choices=sorted(MODELS), default="mlp", help="model (only mlp so far)")
+    p.add_argument("--model", choices=sorted(MODELS), default="mlp",
+                   help="mlp (default) or cnn (seed report 003's CNN, as cnn/cnn.c)")
+    p.add_argument("--filters", type=positive_int("--filters"), default=8, metavar="F",
+                   help="--model cnn: 3x3 convolution filters (default 8)")
     p.add_argument("--gather", choices=("batch", "epoch"), default="batch",
                    help="shuffle by gathering each batch x[idx] (default; measured faster: "
                         "~30-50 ms/epoch for 60k) or by one pre-shuffled copy per epoch, then "
                         "contiguous slices (~130 ms/epoch for the copy); both are timed")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.model == "cnn":
+        if args.hidden is not None:
+            p.error("--hidden does not apply to --model cnn (its sizes follow --filters and --image-size)")
+        if args.activation != "relu":
+            p.error("--model cnn uses relu only")
+    if args.hidden is None:
+        args.hidden = [256, 128]
+    return args
 
 
 def check_schema():
@@ -241,13 +258,41 @@ def build_mlp(torch, args, features):
     return nn.Sequential(*layers)
 
 
-MODELS = {"mlp": build_mlp}
+def cnn_shape(args, features):
+    """(S, F, C, P, dense inputs) of the CNN on S x S images"""
+    side = int(round(features ** 0.5))
+    conv = side - 2
+    pool = conv // 2
+    return side, args.filters, conv, pool, args.filters * pool * pool
+
+
+def build_cnn(torch, args, features):
+    nn = torch.nn
+    side, filters, conv, pool, dense_in = cnn_shape(args, features)
+    if pool < 1:
+        die(f"{side}x{side} images are too small for the CNN (at least 4x4)")
+    conv2d = nn.Conv2d(1, filters, 3)
+    nn.init.kaiming_normal_(conv2d.weight, mode="fan_in", nonlinearity="relu")  # He: sqrt(2/9)
+    nn.init.zeros_(conv2d.bias)
+    dense = nn.Linear(dense_in, CLASSES)
+    nn.init.xavier_uniform_(dense.weight)
+    nn.init.zeros_(dense.bias)
+    model = nn.Sequential(nn.Unflatten(1, (1, side, side)), conv2d, nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), dense)
+    # the C trainer's count (cnn_flops_per_sample): forward and weight gradient of both
+    # layers, input gradient of the dense layer only (the conv layer is the first)
+    model.partrain_flops = 2 * (2 * 9 * filters * conv * conv) + 3 * (2 * dense_in * CLASSES)
+    return model
+
+
+MODELS = {"mlp": build_mlp, "cnn": build_cnn}
 
 
 def model_flops_per_sample(torch, model):
     """Training FLOP per sample, counted as the C trainers count them:
     forward 2*sum(in*out), backward 2*sum(in*out) for the weight gradients plus
     2*sum(in*out) over all layers but the first for the input gradients."""
+    if hasattr(model, "partrain_flops"):
+        return model.partrain_flops
     dense = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
     if len(dense) != len([m for m in model.modules() if len(list(m.parameters(recurse=False)))]):
         raise NotImplementedError("FLOP count only for all-Linear models so far")
@@ -355,9 +400,16 @@ def main(argv):
     flop_per_epoch = model_flops_per_sample(torch, model) * n
     gen = torch.Generator().manual_seed(args.seed)
     variant = f"torch-{torch.__version__}"
-    sizes = "-".join(map(str, [features] + args.hidden + [CLASSES]))
     n_params = sum(p.numel() for p in model.parameters())
-    print(f"pytorch: {args.activation} MLP {sizes} ({n_params} parameters), {args.data}: {n} train / "
+    if args.model == "cnn":
+        S, F, C, P, dense_in = cnn_shape(args, features)
+        desc = (f"CNN {S}x{S}x1 -conv {F}x3x3-> {C}x{C}x{F} -relu, maxpool 2x2-> {P}x{P}x{F} = {dense_in} "
+                f"-dense-> {CLASSES}")
+        layers = f"conv{F}"
+    else:
+        desc = f"{args.activation} MLP " + "-".join(map(str, [features] + args.hidden + [CLASSES]))
+        layers = "x".join(map(str, args.hidden))
+    print(f"pytorch: {desc} ({n_params} parameters), {args.data}: {n} train / "
           f"{x_test.shape[0]} test, {side}x{side}, batch {batch}, lr {args.lr:g}, seed {args.seed}, "
           f"{variant}, threads {args.threads}", flush=True)
 
@@ -390,7 +442,7 @@ def main(argv):
         "pytorch", csv_text(variant), "1", str(args.threads),
         csv_text(os.environ.get("OMP_WAIT_POLICY", "")),
         csv_text(os.path.basename(os.path.normpath(args.data))), str(side),
-        str(n), str(x_test.shape[0]), "x".join(map(str, args.hidden)), args.activation,
+        str(n), str(x_test.shape[0]), layers, args.activation,
         str(batch), str(args.epochs), f"{args.lr:.9g}", str(args.seed),
         f"{med:.6f}", f"{total:.6f}", f"{0:.6f}", f"{0:.6f}",
         f"{sps:.1f}", f"{gflops:.2f}", g17(losses[-1]), f"{accs[-1]:.4f}",

@@ -13,7 +13,9 @@
 # the ';'-separated curve columns (by column name) into whitespace-column files
 # curves-NN.dat next to the CSV (results/curves-01.dat, ..., listed with their
 # legend titles in results/curves-index.dat), and plots/curves.gp draws them.
-# More plots (speedups, ...) are added as further plot_* functions below.
+# More plots (speedups, ...) are added as further plot_* functions below:
+# plot_mpi draws plots/mpi-scaling.png and plots/mpi-comm.png (see there);
+# plot_openmp draws plots/openmp-threads.png (see there).
 #
 # A plot whose CSV is missing or has no rows is skipped with a line saying so.
 # Exit status: 0; 1 when gnuplot or python3 is missing or gnuplot fails; 2 on a usage error.
@@ -56,4 +58,45 @@ plot_curves() {
   echo "plot: $out ($n curve(s) from $csv)"
 }
 
+# plots/mpi-scaling.png and plots/mpi-comm.png (next to --out): the MPI scaling sweeps
+# (bench/mpi-sweep.sh) from mpi-strong.csv and mpi-weak.csv next to --csv;
+# scripts/mpi_scaling.py writes the points to mpi-{strong,weak}-*.dat there.
+plot_mpi() {
+  local dir strong weak outdir vars
+  dir=$(dirname "$csv"); strong=$dir/mpi-strong.csv; weak=$dir/mpi-weak.csv; outdir=$(dirname "$out")
+  if [ ! -s "$strong" ] && [ ! -s "$weak" ]; then
+    echo "plot: $strong and $weak missing or empty; skipped $outdir/mpi-scaling.png, $outdir/mpi-comm.png"
+    return 0
+  fi
+  vars=$("$PY" scripts/mpi_scaling.py "$strong" "$weak" --outdir "$dir") || return 1
+  local strong_n weak_n serial strong_title weak_title
+  eval "$vars"   # strong_n=N weak_n=N serial=S strong_title='...' weak_title='...' (from our own script)
+  mkdir -p "$outdir"
+  local v="strong_index='$dir/mpi-strong-index.dat'; weak_index='$dir/mpi-weak-index.dat'; cores=$(nproc)"
+  v+="; strong_title='$strong_title'; weak_title='$weak_title'"
+  gnuplot -e "$v; out='$outdir/mpi-scaling.png'; serial=$serial" plots/mpi-scaling.gp
+  gnuplot -e "$v; out='$outdir/mpi-comm.png'" plots/mpi-comm.gp
+  echo "plot: $outdir/mpi-scaling.png, $outdir/mpi-comm.png ($strong_n strong, $weak_n weak variant(s) from $dir/mpi-*.csv)"
+}
+
+# plots/openmp-threads.png (next to --out): openmp/openmp's thread sweep (run_all.sh's
+# openmp step) from openmp.csv next to --csv; scripts/openmp_sweep.py writes the points
+# to openmp-*.dat there, plots/openmp.gp draws epoch time and speedup vs threads.
+plot_openmp() {
+  local dir sweep outdir vars
+  dir=$(dirname "$csv"); sweep=$dir/openmp.csv; outdir=$(dirname "$out")
+  if [ ! -s "$sweep" ]; then
+    echo "plot: $sweep missing or empty; skipped $outdir/openmp-threads.png"
+    return 0
+  fi
+  vars=$("$PY" scripts/openmp_sweep.py "$sweep" --outdir "$dir") || return 1
+  local openmp_n serial cores openmp_title
+  eval "$vars"   # openmp_n=N serial=S cores=C openmp_title='...' (from our own script)
+  mkdir -p "$outdir"
+  gnuplot -e "index='$dir/openmp-index.dat'; out='$outdir/openmp-threads.png'; serial=$serial; cores=$cores; subtitle='$openmp_title'" plots/openmp.gp
+  echo "plot: $outdir/openmp-threads.png ($openmp_n mode(s) from $sweep)"
+}
+
 plot_curves
+plot_mpi
+plot_openmp
