@@ -68,7 +68,7 @@ mkdir -p "$(dirname "$csv")"
 
 common=(--data "$data" --epochs "$epochs" --csv "$csv" --quiet)
 [ "$train" -eq 0 ] || common+=(--train "$train")
-serial=(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE taskset -c 0 serial/serial)
+serial=(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 taskset -c 0 serial/serial)
 since=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 nb=$(wc -w <<<"$batches")
 total=$(( runs * nb * (1 + 2 * ${#SYNCS[@]}) ))

@@ -80,7 +80,7 @@ if wants strong; then
   args=(--data "$data" --batch "$batch" --epochs "$epochs" --csv "$csv" --quiet)
   [ "$strong_train" -eq 0 ] || args+=(--train "$strong_train")
   echo "strong scaling: $([ "$strong_train" -eq 0 ] && echo 'all training samples' || echo "$strong_train samples"), global batch $batch -> $csv"
-  run "serial (1 core)" env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE taskset -c 0 serial/serial "${args[@]}"
+  run "serial (1 core)" env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 taskset -c 0 serial/serial "${args[@]}"
   for p in $ranks; do
     for s in "${SYNCS[@]}"; do run "mpi $s P=$p" scripts/mpirun.sh "$p" mpi/mpi --sync "$s" "${args[@]}"; done
   done
