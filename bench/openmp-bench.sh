@@ -108,7 +108,7 @@ common=(--data "$data" --epochs "$epochs" --quiet)
 since=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 per_set=$(( 1 + ${#variants[@]} * ${#thread_list[@]} + torch * ${#thread_list[@]} ))
 total=$(( runs * ${#batch_list[@]} * per_set ))
-echo "openmp-bench: $data${train:+ (train $train)}, batches ${batches}, threads ${threads}, $epochs epochs x $runs runs," \
+echo "openmp-bench: $data$([ "$train" -eq 0 ] || echo " (first $train samples)"), batches ${batches}, threads ${threads}, $epochs epochs x $runs runs," \
      "$cores cores, torch $torch_version; rows -> $csv"
 # load accounting: busy and total jiffies of all CPUs; CPU seconds of this shell's children
 cpu_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9 }' /proc/stat; }

@@ -9,8 +9,8 @@
  *              contiguous slice of the batch's rows (sizes differ by at most one), runs
  *              forward and backward on its own activations into its own gradient buffer,
  *              then adds the whole buffer into one global gradient inside
- *              `#pragma omp critical`. After a barrier each thread applies the update to
- *              its own slice of the parameters (and zeroes that slice of the sum).
+ *              `#pragma omp critical` (the first thread to enter in a step copies). After
+ *              a barrier each thread applies the update to its own slice of the parameters.
  *   reduction  the same without a lock (that report's proposed fix, seed 002's pattern):
  *              after a barrier thread t sums its slice of the parameters over the
  *              buffers of threads 0, 1, ..., T-1 in that order and updates the slice.
@@ -331,12 +331,12 @@ static void transpose(const float *restrict src, int rows, int cols, float *rest
         }
 }
 
-/* W^T[c][r] = W[r][c] for the tile of W (in x out) at row i, column j: the thread that
- * updated the tile refreshes its transpose too (loop). */
-static void transpose_tile(const float *restrict w, int in, int out, int i, int j, float *restrict wt) {
-    int i1 = i + MR < in ? i + MR : in, j1 = j + NR < out ? j + NR : out;
-    for (int c = j; c < j1; c++)
-        for (int r = i; r < i1; r++) wt[(long)c * in + r] = w[(long)r * out + c];
+/* W^T[j + c][r] = panel[r][c] for rows i..i+MR of the panel (in x wd) of W that starts
+ * at column j: the thread that updated the tile refreshes its transpose too (loop). */
+static void transpose_tile(const float *restrict panel, int in, int wd, int i, int j, float *restrict wt) {
+    int i1 = i + MR < in ? i + MR : in;
+    for (int c = 0; c < wd; c++)
+        for (int r = i; r < i1; r++) wt[(long)(j + c) * in + r] = panel[(long)r * wd + c];
 }
 
 /* [*lo, *hi) = thread t's part of n items, in units of `unit` items (sizes differ by at
@@ -353,7 +353,14 @@ static void split(long n, int t, int T, long unit, long *lo, long *hi) {
 // model: one contiguous parameter buffer with per-layer views
 //
 // Layer l (1..L) maps size[l-1] inputs to size[l] outputs: W[l] is size[l-1] x size[l]
-// row-major (so the forward product is act[l-1] . W[l]), b[l] has size[l] entries.
+// (so the forward product is act[l-1] . W[l]), b[l] has size[l] entries.
+// W[l] is row-major, as serial's, for critical/reduction. For loop it is stored column
+// panel by column panel (the NR = 64 columns of one kernel tile, each panel row-major,
+// the last one narrower): each thread owns whole panels, and so a contiguous part of
+// memory. With row-major W two threads that own the two halves of every row slow each
+// other down (measured: the W[1] update scales 1.5x instead of 1.85x on 2 cores; the
+// hardware prefetchers pull the neighbour's half of a row into the wrong core). Same
+// elements, same order of operations: only the addresses differ.
 // The activations live in `work` buffers: one per thread for critical/reduction (sized
 // for that thread's slice of a batch), one shared by the team for loop.
 
@@ -365,8 +372,10 @@ typedef struct {
     long params_alloc;            /* floats in params, with padding that aligns each view */
     float *params;                /* all W and b, layer by layer: W1 b1 W2 b2 ... */
     float *W[MAX_LAYERS + 1], *b[MAX_LAYERS + 1];
-    float *wt[MAX_LAYERS + 1];    /* W[l]^T (l >= 2), kept current by whoever updates W[l] */
+    int panel;                    /* columns per stored panel of W: NR (loop) or 0 (row-major) */
+    float *wt[MAX_LAYERS + 1];    /* W[l]^T (l >= 2), row-major, kept current by whoever updates W[l] */
     float *grad;                  /* critical: the global gradient sum, laid out like params */
+    int arrivals;                 /* critical: threads that added their gradient this step */
 } mlp;
 
 typedef struct {
@@ -405,7 +414,15 @@ static float *zeroed_floats(long n) {
 static long w_offset(const mlp *m, int l) { return m->W[l] - m->params; }
 static long b_offset(const mlp *m, int l) { return m->b[l] - m->params; }
 
-static int mlp_init(mlp *m, int inputs, const train_options *o, int need_grad) {
+/* The stored panel of W[l] that starts at column j: its width (= its leading dimension)
+ * and its address. Row-major W is a single panel. */
+static int panel_width(const mlp *m, int l, int j) {
+    int out = m->size[l], p = m->panel ? m->panel : out;
+    return out - j < p ? out - j : p;
+}
+static float *panel_at(const mlp *m, int l, int j) { return m->W[l] + (long)m->size[l - 1] * j; }
+
+static int mlp_init(mlp *m, int inputs, const train_options *o, int need_grad, int panels) {
     memset(m, 0, sizeof *m);
     m->n_layers = o->n_hidden + 1;
     m->size[0] = inputs;
@@ -428,6 +445,21 @@ static int mlp_init(mlp *m, int inputs, const train_options *o, int need_grad) {
         if (l >= 2) {
             if (!(m->wt[l] = alloc_floats((long)m->size[l - 1] * m->size[l]))) return -1;
             transpose(m->W[l], m->size[l - 1], m->size[l], m->wt[l], m->size[l - 1]);
+        }
+    }
+    if (panels) {   /* re-store every W panel by panel (the initial values are row-major) */
+        m->panel = NR;
+        for (int l = 1; l <= m->n_layers; l++) {
+            int in = m->size[l - 1], out = m->size[l];
+            float *copy = alloc_floats((long)in * out);
+            if (!copy) return -1;
+            memcpy(copy, m->W[l], sizeof(float) * (size_t)in * out);
+            for (int j = 0; j < out; j += NR) {
+                int wd = panel_width(m, l, j);
+                float *pw = panel_at(m, l, j);
+                for (int r = 0; r < in; r++) memcpy(pw + (long)r * wd, copy + (long)r * out + j, sizeof(float) * (size_t)wd);
+            }
+            free(copy);
         }
     }
     return 0;
@@ -493,9 +525,12 @@ static void dense_forward(const mlp *m, work *w, int l, int rows) {
     int in = m->size[l - 1], out = m->size[l];
     int hidden = l < m->n_layers;
     epilogue e = EPI_PLAIN;
-    e.bias = m->b[l];
     if (hidden && m->activation != ACT_SIGMOID) e.act = m->activation;
-    matmul(rows, out, in, w->act[l - 1], in, 1, m->W[l], out, w->act[l], out, &e);
+    for (int j = 0, wd; j < out; j += wd) {   /* row-major W: one panel, serial's one call */
+        wd = panel_width(m, l, j);
+        e.bias = m->b[l] + j;
+        matmul(rows, wd, in, w->act[l - 1], in, 1, panel_at(m, l, j), wd, w->act[l] + j, out, &e);
+    }
     if (hidden && m->activation == ACT_SIGMOID) sigmoid_inplace(w->act[l], (long)rows * out);
 }
 
@@ -517,7 +552,10 @@ static void dense_forward_team(const mlp *m, work *w, const float *x, int rows) 
 #pragma omp for collapse(2) schedule(static) nowait
     for (int j = 0; j < out; j += NR)
         for (int i = 0; i < rows; i += MR) {
-            matmul_tile(EPI_FORWARD, i, j, rows, out, in, x, in, 1, m->W[1], out, h, out, &e);
+            int wd = panel_width(m, 1, j);   /* the tile is the panel's width */
+            epilogue ej = e;
+            ej.bias = m->b[1] + j;
+            matmul_tile(EPI_FORWARD, i, 0, rows, wd, in, x, in, 1, panel_at(m, 1, j), wd, h + j, out, &ej);
             if (m->activation == ACT_SIGMOID) {
                 int i1 = i + MR < rows ? i + MR : rows, j1 = j + NR < out ? j + NR : out;
                 for (int r = i; r < i1; r++) sigmoid_inplace(h + (long)r * out + j, j1 - j);
@@ -589,16 +627,18 @@ static void dense_backward(const mlp *m, work *w, int l, const float *dz, int ro
 // communication: combining the threads' gradients (critical, reduction)
 
 /* critical: the thread adds its whole gradient into the global sum, one thread at a
- * time. The order in which threads enter is up to the runtime, so with T >= 3 the
- * float sums (and the results) can differ from run to run. The time from arriving at
- * the construct to leaving it is this variant's sync time. */
+ * time; the first to arrive in a step copies instead (no zeroing pass). The order in
+ * which threads enter is up to the runtime, so with T >= 3 the float sums (and the
+ * results) can differ from run to run. The time from arriving at the construct to
+ * leaving it is this variant's sync time. */
 static void accumulate_critical(mlp *m, const work *w, thread_stats *st) {
     double t0 = timer_now();
 #pragma omp critical(partrain_gradient)
     {
         float *restrict g = m->grad;
         const float *restrict mine = w->grad;
-        for (long p = 0; p < m->params_alloc; p++) g[p] += mine[p];
+        if (m->arrivals++ == 0) memcpy(g, mine, sizeof(float) * (size_t)m->params_alloc);
+        else for (long p = 0; p < m->params_alloc; p++) g[p] += mine[p];
     }
     st->critical += timer_now() - t0;
 }
@@ -630,8 +670,8 @@ static void sum_update(float *restrict w, float *const *g, int ng, long lo, long
 // loop: the fused update of serial, W += scale * act^T . dZ, by column panels.
 
 /* g: the ng gradient buffers to add, in order (reduction: the threads that had rows;
- * critical: the one global sum, whose slice is then zeroed for the next step). */
-static void update_slice(mlp *m, float *const *g, int ng, int zero_after, float scale, int t, int T) {
+ * critical: the one global sum). */
+static void update_slice(mlp *m, float *const *g, int ng, float scale, int t, int T) {
     for (int l = 1; l <= m->n_layers; l++) {
         int in = m->size[l - 1], out = m->size[l];
         long i0, i1, j0, j1;
@@ -641,10 +681,6 @@ static void update_slice(mlp *m, float *const *g, int ng, int zero_after, float 
         long b0 = b_offset(m, l) + j0, b1 = b_offset(m, l) + j1;
         sum_update(m->params, g, ng, w0, w1, scale);
         sum_update(m->params, g, ng, b0, b1, scale);
-        if (zero_after) {
-            memset(m->grad + w0, 0, sizeof(float) * (size_t)(w1 - w0));
-            memset(m->grad + b0, 0, sizeof(float) * (size_t)(b1 - b0));
-        }
         if (l >= 2 && i1 > i0) transpose(m->W[l] + i0 * out, (int)(i1 - i0), out, m->wt[l] + i0, in);
     }
 }
@@ -664,12 +700,14 @@ static void dense_update_team(mlp *m, const work *w, const float *x, int rows, f
         int in = m->size[l - 1], out = m->size[l];
         const float *a = l == 1 ? x : w->act[l - 1];
         const float *dz = l == L ? w->act[L] : w->delta[l];
-        float *W = m->W[l], *wt = m->wt[l];
+        float *wt = m->wt[l];
 #pragma omp for collapse(2) schedule(static) nowait
         for (int j = 0; j < out; j += NR)
             for (int i = 0; i < in; i += MR) {
-                matmul_tile(EPI_UPDATE, i, j, in, out, rows, a, 1, in, dz, out, W, out, &u);
-                if (wt) transpose_tile(W, in, out, i, j, wt);
+                int wd = panel_width(m, l, j);
+                float *pw = panel_at(m, l, j);
+                matmul_tile(EPI_UPDATE, i, 0, in, wd, rows, a, 1, in, dz + j, out, pw, wd, &u);
+                if (wt) transpose_tile(pw, in, wd, i, j, wt);
             }
         float *restrict b = m->b[l];
 #pragma omp for schedule(static) nowait
@@ -709,23 +747,36 @@ static void train_step_data(mlp *m, work *ws, thread_stats *st, const dataset *d
         if (n > 0) accumulate_critical(m, w, st);
         team_barrier(st);
         float *g[1] = { m->grad };
-        update_slice(m, g, 1, 1, scale, t, T);
+        update_slice(m, g, 1, scale, t, T);
+        if (t == 0) m->arrivals = 0;       /* read by the next step's critical, after the barrier */
     } else {
         team_barrier(st);                  /* every thread's gradient is complete */
         float *g[MAX_THREADS];
         for (int u = 0; u < active; u++) g[u] = ws[u].grad;
-        update_slice(m, g, active, 0, scale, t, T);
+        update_slice(m, g, active, scale, t, T);
     }
     team_barrier(st);                      /* W and W^T updated before the next forward */
 }
 
 /* loop: the input rows idx[0..rows) into x, y, shared out by rows */
-static void gather_team(const dataset *d, const uint32_t *idx, int rows, float *x, unsigned char *y) {
+static void gather_team(const dataset *d, const uint32_t *idx, int rows, float *x, unsigned char *y, int t, int T) {
     size_t bytes = sizeof(float) * (size_t)d->features;
-#pragma omp for schedule(static) nowait
-    for (int r = 0; r < rows; r++) {
+    long lo, hi;
+    split(rows, t, T, 1, &lo, &hi);
+    for (long r = lo; r < hi; r++) {
         memcpy(x + (size_t)r * d->features, d->x + (size_t)idx[r] * d->features, bytes);
         y[r] = d->y[idx[r]];
+    }
+}
+
+/* loop: ask for the rows that gather_team() will copy for thread t, a phase early: the
+ * samples are scattered over the whole training set, so each row is a trip to DRAM. */
+static void prefetch_team(const dataset *d, const uint32_t *idx, int rows, int t, int T) {
+    long lo, hi;
+    split(rows, t, T, 1, &lo, &hi);
+    for (long r = lo; r < hi; r++) {
+        const char *row = (const char *)(d->x + (size_t)idx[r] * d->features);
+        for (size_t b = 0; b < sizeof(float) * (size_t)d->features; b += 64) __builtin_prefetch(row + b, 0, 2);
     }
 }
 
@@ -734,7 +785,8 @@ static void gather_team(const dataset *d, const uint32_t *idx, int rows, float *
  *   1. layer 1 forward, tiles by column panels (dense_forward_team);
  *   2. thread t's rows (a contiguous slice, sizes differ by at most one) through layers
  *      2..L, the softmax and back down to dZ of layer 1: every product here works row by
- *      row, so no barrier is needed between the layers;
+ *      row, so no barrier is needed between the layers (the next batch's rows are
+ *      prefetched first);
  *   3. every weight update by column panels (dense_update_team), and the next batch's
  *      rows gathered into the other input buffer (next_rows = 0: none).
  * Per step only activations cross between the cores (the batch's input and hidden
@@ -745,6 +797,7 @@ static void train_step_loop(mlp *m, work *w, thread_stats *st, const float *x, c
     int L = m->n_layers;
     dense_forward_team(m, w, x, rows);
     team_barrier(st);
+    if (next_rows > 0) prefetch_team(d, next_idx, next_rows, t, T);
     long lo, hi;
     split(rows, t, T, 1, &lo, &hi);
     int n = (int)(hi - lo);
@@ -761,7 +814,7 @@ static void train_step_loop(mlp *m, work *w, thread_stats *st, const float *x, c
     }
     team_barrier(st);
     dense_update_team(m, w, x, rows, -lr / (float)rows);
-    if (next_rows > 0) gather_team(d, next_idx, next_rows, next_x, next_y);
+    if (next_rows > 0) gather_team(d, next_idx, next_rows, next_x, next_y, t, T);
     team_barrier(st);
 }
 
@@ -899,7 +952,7 @@ int main(int argc, char **argv) {
     double *sync_sec = malloc(sizeof(double) * (size_t)o->epochs);
     double *barrier_sec = malloc(sizeof(double) * (size_t)o->epochs);
     int fail = !ws || !st || !order || !pred || !loss_curve || !acc_curve || !epoch_sec || !sync_sec || !barrier_sec ||
-               mlp_init(&m, train.features, o, accum == ACCUM_CRITICAL);
+               mlp_init(&m, train.features, o, accum == ACCUM_CRITICAL, accum == ACCUM_LOOP);
     for (int i = 0; i < n_work && !fail; i++) fail = work_init(&ws[i], &m, max_rows, data_parallel, !data_parallel);
     if (fail) {
         fprintf(stderr, PROGRAM ": out of memory\n");
@@ -934,7 +987,7 @@ int main(int argc, char **argv) {
                 work *w = &ws[0];
                 float *xb[2] = { w->act[0], w->x2 };
                 unsigned char *yb[2] = { w->y, w->y2 };
-                gather_team(&train, order, (int)(batch < train_n ? batch : train_n), xb[0], yb[0]);
+                gather_team(&train, order, (int)(batch < train_n ? batch : train_n), xb[0], yb[0], t, T);
                 team_barrier(&st[t]);
                 int s = 0;
                 for (long start = 0; start < train_n; start += batch, s ^= 1) {

@@ -24,7 +24,7 @@
 # OMP_WAIT_POLICY=passive (spinning would only make them slow, not wrong).
 cd "$(dirname "$0")/.." || exit 1
 . tests/lib.sh
-BIN=openmp/openmp
+BIN=${BIN:-openmp/openmp}
 SERIAL=serial/serial
 DATA=data/mnist
 TOL=1e-5
