@@ -29,7 +29,7 @@
 #
 # Usage: bench/openmp-bench.sh [--epochs E] [--runs R] [--batches B,B] [--threads T,T]
 #                              [--csv FILE] [--data DIR] [--train N] [--no-torch] [--quick]
-#                              [--tries N] [--max-other C]
+#                              [--tries N] [--max-other C] [--report-only [--since ISO]]
 #   --epochs E     epochs per run (default 4: the median is over epochs 2..4)
 #   --runs R       repetitions of the whole set (default 3)
 #   --batches L    mini-batch sizes (default 64,512)
@@ -40,6 +40,8 @@
 #   --no-torch     leave PyTorch out
 #   --tries N      attempts per run when other load disturbed it (default 3; 1: no check)
 #   --max-other C  other processes' load tolerated during a run, in cores (default 0.05)
+#   --report-only  run nothing: print the tables from the rows of --csv (with the same
+#                  --epochs and --train) whose timestamp is >= --since ISO (default: all)
 #   --quick        smoke test: --train 6400 --epochs 2 --runs 1 --tries 1
 # Exit status: 0; 1 when a run fails; 2 on a usage error or a missing prerequisite.
 set -euo pipefail
@@ -47,7 +49,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 PY=/usr/bin/python3          # Debian's interpreter: the one that sees python3-torch
 epochs=4 runs=3 batches=64,512 threads=1,2 csv=results/bench-openmp.csv data=data/fashion train=0 torch=1
-tries=3 max_other=0.05
+tries=3 max_other=0.05 report_only=0 since=
 variants=(critical reduction loop)
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
@@ -63,6 +65,8 @@ while [ $# -gt 0 ]; do
     --data)    need_value "$@"; data=$2; shift 2 ;;
     --train)   need_value "$@"; train=$2; shift 2 ;;
     --no-torch) torch=0; shift ;;
+    --report-only) report_only=1; shift ;;
+    --since)   need_value "$@"; since=$2; shift 2 ;;
     --tries)   need_value "$@"; tries=$2; shift 2 ;;
     --max-other) need_value "$@"; max_other=$2; shift 2 ;;
     --quick)   train=6400 epochs=2 runs=1 tries=1; shift ;;
@@ -80,6 +84,78 @@ done
 [ "$csv" != none ] || die "--csv none: the table is built from the CSV; give a file"
 IFS=, read -r -a batch_list <<<"$batches"
 IFS=, read -r -a thread_list <<<"$threads"
+
+summarize() {   # the tables, from the rows of $csv with timestamp >= $since
+"$PY" - "$csv" "$since" "$epochs" "$train" <<'PY'
+import csv, statistics, sys
+path, since, epochs, train = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+rows = [r for r in csv.DictReader(open(path, newline=""))
+        if r["timestamp"] >= since and r["epochs"] == epochs and (train == 0 or r["train_n"] == str(train))]
+TARGET = {64: 1.6, 512: 1.85}
+med = statistics.median
+print(f"epoch s: median over runs of each run's median epoch time (epochs 2..{epochs}); sync s: the same for")
+print("sync_seconds (summed over threads; critical: inside the critical construct incl. waiting to enter,")
+print("others: barrier waits). vs serial / vs torch: median over rounds of the ratio to serial's time and to")
+print("PyTorch's best time measured in the same round (rounds are interleaved, so the machine's drift cancels).")
+for b in sorted({int(r["batch"]) for r in rows}):
+    rs = [r for r in rows if int(r["batch"]) == b]
+    # rounds: every serial row of this batch starts one (rows are appended in run order)
+    rnd, cur = [], -1
+    for r in rs:
+        if r["program"] == "serial":
+            cur += 1
+        rnd.append(cur)
+    groups, serial_r, torch_r = {}, {}, {}
+    for r, k in zip(rs, rnd):
+        e = float(r["epoch_seconds_median"])
+        key = (r["program"], r["variant"], int(r["threads"]))
+        groups.setdefault(key, []).append((k, r))
+        if r["program"] == "serial":
+            serial_r[k] = e
+        if r["program"] == "pytorch":
+            torch_r[k] = min(e, torch_r.get(k, e))
+    torch_t = {}
+    for key, v in groups.items():
+        if key[0] == "pytorch":
+            torch_t[key[2]] = med(float(r["epoch_seconds_median"]) for _, r in v)
+    head = f"batch {b}"
+    if torch_t:
+        tb = min(torch_t, key=torch_t.get)
+        head += f" (PyTorch: best with {tb} thread(s), {torch_t[tb]:.3f} s; " + ", ".join(
+            f"T={t}: {torch_t[t]:.3f} s" for t in sorted(torch_t)) + ")"
+    print("\n" + head)
+    hdr = (f"{'program':8s} {'variant':15s} {'T':>2s} {'runs':>4s} {'epoch s':>8s} {'sync s':>7s} "
+           f"{'policy':>8s} {'vs serial':>9s} {'vs torch':>8s}")
+    print(hdr); print("-" * len(hdr))
+    best = None
+    for key in sorted(groups, key=lambda k: (k[0] != "serial", k[0] == "pytorch", k[2], k[1])):
+        v = groups[key]
+        e = med(float(r["epoch_seconds_median"]) for _, r in v)
+        sy = med(float(r["sync_seconds"]) for _, r in v)
+        pol = v[-1][1]["omp_wait_policy"] or "unset"
+        sp = [serial_r[k] / float(r["epoch_seconds_median"]) for k, r in v if k in serial_r]
+        vt = [torch_r[k] / float(r["epoch_seconds_median"]) for k, r in v if k in torch_r]
+        sps = f"{med(sp):.2f}x" if sp else "-"
+        vts = f"{med(vt):.2f}x" if vt else "-"
+        print(f"{key[0]:8s} {key[1][:15]:15s} {key[2]:2d} {len(v):4d} {e:8.3f} {sy:7.3f} {pol:>8s} {sps:>9s} {vts:>8s}")
+        if key[0] == "openmp" and key[2] == 2 and sp and (best is None or med(sp) > best[1]):
+            best = (key[1], med(sp), med(vt) if vt else None, sp)
+    if best:
+        tgt = TARGET.get(b)
+        line = (f"best mode at T=2, batch {b}: {best[0]}, {best[1]:.2f}x serial (rounds: "
+                + " ".join(f"{x:.2f}" for x in best[3]) + ")")
+        if tgt:
+            line += f"; target >= {tgt}: {'met' if best[1] >= tgt else 'NOT met'}"
+        if best[2] is not None:
+            line += f"; {best[2]:.2f}x faster than PyTorch's best (target >= 2.5: {'met' if best[2] >= 2.5 else 'NOT met'})"
+        print(line)
+PY
+}
+if [ "$report_only" = 1 ]; then
+  [ -s "$csv" ] || die "$csv: missing or empty"
+  summarize
+  exit 0
+fi
 
 # prerequisites
 command -v taskset >/dev/null || die "taskset missing (apt-get install util-linux)"
@@ -105,7 +181,7 @@ launch() {
 
 common=(--data "$data" --epochs "$epochs" --quiet)
 [ "$train" -eq 0 ] || common+=(--train "$train")
-since=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+[ -n "$since" ] || since=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 per_set=$(( 1 + ${#variants[@]} * ${#thread_list[@]} + torch * ${#thread_list[@]} ))
 total=$(( runs * ${#batch_list[@]} * per_set ))
 echo "openmp-bench: $data$([ "$train" -eq 0 ] || echo " (first $train samples)"), batches ${batches}, threads ${threads}, $epochs epochs x $runs runs," \
@@ -172,43 +248,4 @@ for r in $(seq 1 "$runs"); do
 done
 
 echo
-"$PY" - "$csv" "$since" "$epochs" "$train" <<'PY'
-import csv, statistics, sys
-path, since, epochs, train = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-rows = [r for r in csv.DictReader(open(path, newline=""))
-        if r["timestamp"] >= since and r["epochs"] == epochs and (train == 0 or r["train_n"] == str(train))]
-groups = {}
-for r in rows:
-    key = (int(r["batch"]), r["program"], r["variant"], int(r["threads"]))
-    groups.setdefault(key, []).append(r)
-med = lambda rs, c: statistics.median(float(r[c]) for r in rs)
-TARGET = {64: 1.6, 512: 1.85}
-print(f"median over runs of each run's median epoch time (epochs 2..{epochs}); sync = per-epoch median,")
-print("summed over threads (critical: inside the critical construct incl. waiting to enter; others: barrier waits)")
-for b in sorted({k[0] for k in groups}):
-    g = {k: v for k, v in groups.items() if k[0] == b}
-    serial = [v for k, v in g.items() if k[1] == "serial"]
-    torch = {k[3]: med(v, "epoch_seconds_median") for k, v in g.items() if k[1] == "pytorch"}
-    s_med = med(serial[0], "epoch_seconds_median") if serial else None
-    t_best = min(torch.values()) if torch else None
-    t_best_T = min(torch, key=torch.get) if torch else None
-    print(f"\nbatch {b}" + (f" (PyTorch's best: {t_best:.3f} s with {t_best_T} thread(s))" if torch else ""))
-    hdr = f"{'program':8s} {'variant':22s} {'T':>2s} {'runs':>4s} {'epoch s':>8s} {'sync s':>7s} {'policy':>8s} {'vs serial':>9s} {'vs torch':>8s}"
-    print(hdr); print("-" * len(hdr))
-    best = None
-    for k in sorted(g, key=lambda k: (k[1] != "serial", k[1] == "pytorch", k[3], k[2])):
-        rs = g[k]; e = med(rs, "epoch_seconds_median"); sy = med(rs, "sync_seconds")
-        pol = rs[-1]["omp_wait_policy"] or "unset"
-        sp = f"{s_med / e:.2f}x" if s_med else "-"
-        vt = f"{t_best / e:.2f}x" if t_best else "-"
-        print(f"{k[1]:8s} {k[2][:22]:22s} {k[3]:2d} {len(rs):4d} {e:8.3f} {sy:7.3f} {pol:>8s} {sp:>9s} {vt:>8s}")
-        if k[1] == "openmp" and k[3] == 2 and (best is None or e < best[1]):
-            best = (k[2], e)
-    if best and s_med:
-        sp = s_med / best[1]
-        tgt = TARGET.get(b)
-        line = f"best mode at T=2, batch {b}: {best[0]}, {sp:.2f}x serial"
-        if tgt: line += f" (target >= {tgt}: {'met' if sp >= tgt else 'NOT met'})"
-        if t_best: line += f"; {t_best / best[1]:.2f}x faster than PyTorch's best (target >= 2.5: {'met' if t_best / best[1] >= 2.5 else 'NOT met'})"
-        print(line)
-PY
+summarize

@@ -358,9 +358,9 @@ static void split(long n, int t, int T, long unit, long *lo, long *hi) {
 // panel by column panel (the NR = 64 columns of one kernel tile, each panel row-major,
 // the last one narrower): each thread owns whole panels, and so a contiguous part of
 // memory. With row-major W two threads that own the two halves of every row slow each
-// other down (measured: the W[1] update scales 1.5x instead of 1.85x on 2 cores; the
-// hardware prefetchers pull the neighbour's half of a row into the wrong core). Same
-// elements, same order of operations: only the addresses differ.
+// other down (measured in isolation: the W[1] update scales 1.5x instead of 1.85x on 2
+// cores; most likely the hardware prefetchers pull the neighbour's half of a row into
+// the wrong core). Same elements, same order of operations: only the addresses differ.
 // The activations live in `work` buffers: one per thread for critical/reduction (sized
 // for that thread's slice of a batch), one shared by the team for loop.
 
