@@ -26,9 +26,21 @@
  *              serial's order, so the weights stay bit-identical to serial's for any T;
  *              the threads exchange only activations (0.3 MB per step at batch 64),
  *              never gradients (0.94 MB per thread per step in the other two modes).
+ *   model      model (tensor) parallelism inside the node, what none of the seed reports
+ *              does: thread t owns a block of layer 1's hidden units — its columns of W[1]
+ *              and b[1] and the matching rows of W[2] — and computes everything that
+ *              touches them: its columns of layer 1's output, its partial product of
+ *              layer 2 (act[1][:, own] . W[2][own, :]), later its part of the input
+ *              gradient of layer 2 and the updates of its own parameters. The rest of
+ *              the network (layer 2's bias and activation, layers 3..L, the softmax) is
+ *              small; every thread computes it whole on a private replica, identically,
+ *              so the replicas never diverge. Threads exchange only the partial products
+ *              of layer 2 (rows x size[2] floats each) and the rows of x they gathered;
+ *              no gradient is ever combined. Layer 2's pre-activation is the one sum split
+ *              into pieces (added in thread order: deterministic; T = 1 is serial).
  * Synchronisation per step, by every thread of the team: critical — one critical section
  *   (each thread adds its 0.94 MB gradient) and 2 barriers; reduction — 2 barriers;
- *   loop — 3 barriers. Parameter slices (critical, reduction): thread t owns a block of
+ *   loop — 3 barriers; model — 1 barrier. Parameter slices (critical, reduction): thread t owns a block of
  *   rows of every W (and of columns of every b), rounded to 16 floats, and also writes
  *   that block of the transposed copy of W used by the next backward pass.
  *   The loss and accuracy are per-thread partial sums, combined in thread order at the end
@@ -39,7 +51,7 @@
  *   (spinning threads steal the cores from the ones with work); a warning says so.
  * sync_seconds (CSV): per-epoch median (epochs 2..E, like epoch_seconds_median) of the
  *   time, summed over threads, spent in the critical construct including waiting to enter
- *   it (critical), or waiting at barriers (reduction, loop).
+ *   it (critical), or waiting at barriers (reduction, loop, model).
  *
  * Compile: make openmp   (cc -std=c11 -O3 -march=native -fopenmp openmp/openmp.c common/... -lz -lm)
  * Run:     openmp/openmp --threads 2 --accum loop --data data/fashion --epochs 5 --batch 64
@@ -74,8 +86,8 @@
 // ----------------------------------------------------------------------------
 // options: the common flags (common/options.h) plus this trainer's own
 
-enum accum_kind { ACCUM_CRITICAL = 0, ACCUM_REDUCTION = 1, ACCUM_LOOP = 2 };
-static const char *const accum_names[] = { "critical", "reduction", "loop" };
+enum accum_kind { ACCUM_CRITICAL = 0, ACCUM_REDUCTION = 1, ACCUM_LOOP = 2, ACCUM_MODEL = 3, N_ACCUM = 4 };
+static const char *const accum_names[] = { "critical", "reduction", "loop", "model" };
 
 typedef struct {
     train_options common;
@@ -93,7 +105,9 @@ static void usage(void) {
            "                        critical  = batch slices, gradients summed in omp critical\n"
            "                        reduction = batch slices, lock-free fixed-order sum per\n"
            "                                    parameter slice\n"
-           "                        loop      = one model, every product split over the threads\n",
+           "                        loop      = one model, every product split over the threads\n"
+           "                        model     = each thread owns a slice of layer 1's hidden\n"
+           "                                    units (model parallelism): one barrier per step\n",
            omp_get_num_procs());
 }
 
@@ -110,8 +124,8 @@ static void parse_options(openmp_options *o, int argc, char **argv) {
         if (!strcmp(argv[i], "--accum")) {
             const char *v = options_value(PROGRAM, argc, argv, &i);
             int k = -1;
-            for (int a = 0; a < 3; a++) if (!strcmp(v, accum_names[a])) k = a;
-            if (k < 0) options_die(PROGRAM, "--accum: unknown mode '%s' (critical, reduction, loop)", v);
+            for (int a = 0; a < N_ACCUM; a++) if (!strcmp(v, accum_names[a])) k = a;
+            if (k < 0) options_die(PROGRAM, "--accum: unknown mode '%s' (critical, reduction, loop, model)", v);
             o->accum = k;
             continue;
         }
@@ -386,6 +400,8 @@ typedef struct {
     unsigned char *y;             /* labels of the rows in act[0] */
     float *x2;                    /* loop: the other input buffer (the next batch is gathered */
     unsigned char *y2;            /*       during this one's update), and its labels */
+    float *part[2];               /* model: this thread's partial layer-2 pre-activations, by step parity */
+    float *db;                    /* model: column sums of a dZ (bias gradient) */
 } work;
 
 /* One thread's counters, each on its own cache line (no false sharing). */
@@ -483,7 +499,45 @@ static int work_init(work *w, const mlp *m, int max_rows, int need_grad, int dou
 
 static void work_free(work *w, const mlp *m) {
     for (int l = 0; l <= m->n_layers; l++) { free(w->act[l]); free(w->delta[l]); }
-    free(w->y); free(w->grad); free(w->x2); free(w->y2);
+    free(w->y); free(w->grad); free(w->x2); free(w->y2); free(w->part[0]); free(w->part[1]); free(w->db);
+}
+
+/* model: the partial products of layer 2 (two, alternating by step) and a bias-gradient
+ * buffer, for a thread that runs whole batches of up to `rows` rows */
+static int work_init_model(work *w, const mlp *m, int rows) {
+    int widest = 0;
+    for (int l = 1; l <= m->n_layers; l++) widest = m->size[l] > widest ? m->size[l] : widest;
+    w->part[0] = alloc_floats((long)rows * m->size[2]);
+    w->part[1] = alloc_floats((long)rows * m->size[2]);
+    w->db = alloc_floats(widest);
+    return w->part[0] && w->part[1] && w->db ? 0 : -1;
+}
+
+/* model: thread t's view of the model. Layer 1's W and b and layer 2's W are the shared
+ * ones (each thread touches only its own columns / rows); b[2] and every parameter of
+ * layers 3..L (with W^T) are the thread's private replica, which every thread updates
+ * identically. Thread 0's view is the shared model itself, so the shared model is
+ * always current (evaluation reads it). */
+static int mlp_replica(mlp *v, const mlp *m, int t) {
+    *v = *m;
+    if (t == 0) return 0;
+    for (int l = 2; l <= m->n_layers; l++) {
+        long nw = (long)m->size[l - 1] * m->size[l];
+        if (!(v->b[l] = alloc_floats(m->size[l]))) return -1;
+        memcpy(v->b[l], m->b[l], sizeof(float) * (size_t)m->size[l]);
+        if (l == 2) continue;
+        if (!(v->W[l] = alloc_floats(nw)) || !(v->wt[l] = alloc_floats(nw))) return -1;
+        memcpy(v->W[l], m->W[l], sizeof(float) * (size_t)nw);
+        memcpy(v->wt[l], m->wt[l], sizeof(float) * (size_t)nw);
+    }
+    return 0;
+}
+
+static void mlp_replica_free(mlp *v, const mlp *m) {
+    for (int l = 2; l <= m->n_layers; l++) {
+        if (v->b[l] != m->b[l]) free(v->b[l]);
+        if (l > 2 && v->W[l] != m->W[l]) { free(v->W[l]); free(v->wt[l]); }
+    }
 }
 
 static void mlp_free(mlp *m) {
@@ -818,6 +872,163 @@ static void train_step_loop(mlp *m, work *w, thread_stats *st, const float *x, c
     team_barrier(st);
 }
 
+/* model: W[l] += scale * act[l-1]^T . dz and b[l] += scale * column sums of dz for the
+ * whole layer, in the calling thread (serial's update; model mode's replicated layers),
+ * refreshing W[l]^T for the next backward. */
+static void dense_update_whole(const mlp *m, const work *w, int l, const float *dz, int rows, float scale) {
+    int in = m->size[l - 1], out = m->size[l];
+    epilogue u = EPI_PLAIN;
+    u.alpha = scale;
+    u.accumulate = 1;
+    for (int j = 0, wd; j < out; j += wd) {
+        wd = panel_width(m, l, j);
+        float *pw = panel_at(m, l, j);
+        matmul(in, wd, rows, w->act[l - 1], 1, in, dz + j, out, pw, wd, &u);
+        if (m->wt[l]) transpose(pw, in, wd, m->wt[l] + (long)j * in, in);
+    }
+    float *restrict db = w->db, *restrict b = m->b[l];
+    for (int j = 0; j < out; j++) db[j] = 0.0f;
+    for (int i = 0; i < rows; i++) {
+        const float *restrict d = dz + (long)i * out;
+        for (int j = 0; j < out; j++) db[j] += d[j];
+    }
+    for (int j = 0; j < out; j++) b[j] = fmaf(scale, db[j], b[j]);
+}
+
+/* model: the hidden units of layer 1 that thread t owns, [*lo, *hi): whole kernel
+ * panels, so its columns of W[1], rows of W[2] and columns of W[2]^T never share a
+ * cache line with another thread's. Threads past the last panel own none. */
+static void model_units(const mlp *m, int t, int T, long *lo, long *hi) {
+    split(m->size[1], t, T, NR, lo, hi);
+}
+
+/* Model-parallel step (model), called by every thread with its own view v of the model
+ * (mlp_replica) and its own buffers ws[t]. Thread t owns hidden units [c0, c1) of layer 1.
+ *   1. act[1][:, c0:c1] = activation(x . W[1][:, c0:c1] + b[1][c0:c1])  (its panels of W[1])
+ *   2. part_t = act[1][:, c0:c1] . W[2][c0:c1, :]: its share of layer 2's pre-activation
+ *   3. gathers its rows of the next batch; barrier (the step's only one)
+ *   4. act[2] = activation(part_0 + part_1 + ... + b[2]), in thread order, then layers
+ *      3..L, the softmax and their backward and updates: every thread the same, on the
+ *      same numbers, in the same order, so the replicas stay identical (a few percent of
+ *      the arithmetic at the default sizes, cheaper than two more barriers)
+ *   5. its rows of W[2] and b[2]'s replica: dZ2 -> delta[1][:, c0:c1] (from W[2]^T, the
+ *      old W), then W[2][c0:c1, :] += scale * act[1][:, c0:c1]^T . dZ2
+ *   6. its columns of W[1] and b[1] from x and delta[1][:, c0:c1]
+ * Per step one thread reads from the others only their partial products (rows x size[2]
+ * floats each) and their rows of x. Each element of every product is computed over its
+ * whole K in serial's order except layer 2's pre-activation, which is summed in T pieces:
+ * T = 1 is serial bit for bit. The buffers a thread reads from the others: x in three
+ * rotating buffers (the one written during step s was last read in step s - 2, which every
+ * thread finished before the barrier of step s - 1), the partials in two (step parity). */
+static void train_step_model(const mlp *v, work *ws, thread_stats *st, const float *x, const unsigned char *y,
+                             int rows, float lr, int parity, int t, int T, const dataset *d,
+                             const uint32_t *next_idx, int next_rows, float *next_x, unsigned char *next_y) {
+    int L = v->n_layers, in = v->size[0], n1 = v->size[1], n2 = v->size[2];
+    int sigmoid = v->activation == ACT_SIGMOID;
+    work *w = &ws[t];
+    long c0, c1;
+    model_units(v, t, T, &c0, &c1);
+    int own = (int)(c1 - c0);
+    float scale = -lr / (float)rows;
+    float *h1 = w->act[1], *part = w->part[parity];
+
+    /* its rows of the next batch are scattered over the training set: ask for them now,
+     * copy them after the forward pass (3) */
+    if (next_rows > 0) prefetch_team(d, next_idx, next_rows, t, T);
+
+    /* 1, 2: forward through this thread's hidden units */
+    if (own > 0) {
+        epilogue e = EPI_PLAIN;
+        if (!sigmoid) e.act = v->activation;
+        for (long j = c0, wd; j < c1; j += wd) {
+            wd = panel_width(v, 1, (int)j);
+            e.bias = v->b[1] + j;
+            matmul(rows, (int)wd, in, x, in, 1, panel_at(v, 1, (int)j), wd, h1 + j, n1, &e);
+            if (sigmoid) for (int r = 0; r < rows; r++) sigmoid_inplace(h1 + (long)r * n1 + j, wd);
+        }
+        for (int j = 0, wd; j < n2; j += wd) {
+            wd = panel_width(v, 2, j);
+            matmul(rows, wd, own, h1 + c0, n1, 1, panel_at(v, 2, j) + c0 * wd, wd, part + j, n2, &EPI_PLAIN);
+        }
+    }
+    /* 3 */
+    if (next_rows > 0) gather_team(d, next_idx, next_rows, next_x, next_y, t, T);
+    team_barrier(st);
+
+    /* 4: layer 2's pre-activation from the partials, then the top of the network */
+    long u_lo, u_hi;
+    int owners = 0;                        /* threads that own units: 0..owners-1 */
+    for (int u = 0; u < T; u++) { model_units(v, u, T, &u_lo, &u_hi); owners += u_hi > u_lo; }
+    float *z2 = w->act[2];                 /* logits when L = 2 */
+    int act2 = L > 2 && !sigmoid ? v->activation : ACT_NONE;
+    const float *restrict b2 = v->b[2];
+    for (int i = 0; i < rows; i++) {
+        float *restrict zi = z2 + (long)i * n2;
+        const float *restrict p0 = ws[0].part[parity] + (long)i * n2;
+        for (int j = 0; j < n2; j++) zi[j] = p0[j];
+        for (int u = 1; u < owners; u++) {
+            const float *restrict pu = ws[u].part[parity] + (long)i * n2;
+            for (int j = 0; j < n2; j++) zi[j] += pu[j];
+        }
+        for (int j = 0; j < n2; j++) {
+            float z = zi[j] + b2[j];
+            if (act2 == ACT_RELU) z = z > 0.0f ? z : 0.0f;
+            else if (act2 == ACT_LEAKY_RELU) z = z > 0.0f ? z : LEAKY_RELU_SLOPE * z;
+            zi[j] = z;
+        }
+        if (L > 2 && sigmoid) sigmoid_inplace(zi, n2);
+    }
+    for (int l = 3; l <= L; l++) dense_forward(v, w, l, rows);
+    long correct = 0;
+    double loss = softmax_xent(w->act[L], y, rows, v->size[L], &correct);
+    if (t == 0) { st->loss += loss; st->correct += correct; }   /* every thread computed the same */
+    for (int l = L; l >= 3; l--) {
+        const float *dz = l == L ? w->act[L] : w->delta[l];
+        dense_delta(v, w, l, dz, rows);
+        dense_update_whole(v, w, l, dz, rows, scale);
+    }
+
+    /* 5: layer 2, this thread's rows of W[2] (and its replica of b[2]) */
+    const float *dz2 = L == 2 ? w->act[L] : w->delta[2];
+    epilogue u = EPI_PLAIN;
+    u.alpha = scale;
+    u.accumulate = 1;
+    if (own > 0) {
+        epilogue e = EPI_PLAIN;
+        e.deriv = h1 + c0;
+        e.deriv_act = v->activation;
+        matmul(rows, own, n2, dz2, n2, 1, v->wt[2] + c0, n1, w->delta[1] + c0, n1, &e);
+        for (int j = 0, wd; j < n2; j += wd) {
+            wd = panel_width(v, 2, j);
+            float *pw = panel_at(v, 2, j) + c0 * wd;
+            matmul(own, wd, rows, h1 + c0, 1, n1, dz2 + j, n2, pw, wd, &u);
+            transpose(pw, own, wd, v->wt[2] + (long)j * n1 + c0, n1);
+        }
+    }
+    float *restrict db = w->db, *restrict b = v->b[2];
+    for (int j = 0; j < n2; j++) db[j] = 0.0f;
+    for (int i = 0; i < rows; i++) {
+        const float *restrict dzi = dz2 + (long)i * n2;
+        for (int j = 0; j < n2; j++) db[j] += dzi[j];
+    }
+    for (int j = 0; j < n2; j++) b[j] = fmaf(scale, db[j], b[j]);
+
+    /* 6: layer 1, this thread's columns */
+    if (own > 0) {
+        for (long j = c0, wd; j < c1; j += wd) {
+            wd = panel_width(v, 1, (int)j);
+            matmul(in, (int)wd, rows, x, 1, in, w->delta[1] + j, n1, panel_at(v, 1, (int)j), wd, &u);
+        }
+        float *restrict b1 = v->b[1];
+        for (long j = c0; j < c1; j++) db[j - c0] = 0.0f;
+        for (int i = 0; i < rows; i++) {
+            const float *restrict dzi = w->delta[1] + (long)i * n1;
+            for (long j = c0; j < c1; j++) db[j - c0] += dzi[j];
+        }
+        for (long j = c0; j < c1; j++) b1[j] = fmaf(scale, db[j - c0], b1[j]);
+    }
+}
+
 // ----------------------------------------------------------------------------
 // data movement and evaluation
 
@@ -938,10 +1149,15 @@ int main(int argc, char **argv) {
     /* model and buffers: critical/reduction, one work per thread for its slice of a batch
      * (and of an evaluation block); loop, one shared work for the whole batch */
     mlp m;
-    int data_parallel = accum != ACCUM_LOOP;
+    int data_parallel = accum == ACCUM_CRITICAL || accum == ACCUM_REDUCTION;
+    int paneled = accum == ACCUM_LOOP || accum == ACCUM_MODEL;
     long big = o->batch > EVAL_BATCH ? o->batch : EVAL_BATCH;
     int max_rows = (int)(data_parallel ? (big + T - 1) / T : big);
-    int n_work = data_parallel ? T : 1;
+    int n_work = accum == ACCUM_LOOP ? 1 : T;
+    if (accum == ACCUM_MODEL && o->n_hidden < 1) options_die(PROGRAM, "--accum model needs at least one hidden layer");
+    mlp *views = accum == ACCUM_MODEL ? calloc((size_t)T, sizeof *views) : NULL;
+    float *xs[3] = { NULL, NULL, NULL };   /* model: rotating input buffers */
+    unsigned char *ys[3] = { NULL, NULL, NULL };
     work *ws = calloc((size_t)n_work, sizeof *ws);
     thread_stats *st = aligned_alloc(64, sizeof(thread_stats) * (size_t)T);
     uint32_t *order = malloc(sizeof(uint32_t) * (size_t)train_n);
@@ -952,8 +1168,13 @@ int main(int argc, char **argv) {
     double *sync_sec = malloc(sizeof(double) * (size_t)o->epochs);
     double *barrier_sec = malloc(sizeof(double) * (size_t)o->epochs);
     int fail = !ws || !st || !order || !pred || !loss_curve || !acc_curve || !epoch_sec || !sync_sec || !barrier_sec ||
-               mlp_init(&m, train.features, o, accum == ACCUM_CRITICAL, accum == ACCUM_LOOP);
-    for (int i = 0; i < n_work && !fail; i++) fail = work_init(&ws[i], &m, max_rows, data_parallel, !data_parallel);
+               mlp_init(&m, train.features, o, accum == ACCUM_CRITICAL, paneled);
+    for (int i = 0; i < n_work && !fail; i++)
+        fail = work_init(&ws[i], &m, max_rows, data_parallel, accum == ACCUM_LOOP) ||
+               (accum == ACCUM_MODEL && (work_init_model(&ws[i], &m, (int)o->batch) || mlp_replica(&views[i], &m, i)));
+    for (int i = 0; i < 3 && accum == ACCUM_MODEL && !fail; i++)
+        fail = !(xs[i] = alloc_floats(o->batch * m.size[0])) || !(ys[i] = malloc((size_t)o->batch));
+    if (accum == ACCUM_MODEL && !views) fail = 1;
     if (fail) {
         fprintf(stderr, PROGRAM ": out of memory\n");
         return 1;
@@ -996,6 +1217,18 @@ int main(int argc, char **argv) {
                     int next_rows = (int)(next >= train_n ? 0 : train_n - next < batch ? train_n - next : batch);
                     train_step_loop(&m, w, &st[t], xb[s], yb[s], rows, lr, t, T, &train, order + (next_rows ? next : 0), next_rows,
                                     xb[s ^ 1], yb[s ^ 1]);
+                }
+            } else if (accum == ACCUM_MODEL) {
+                /* three input buffers: batch s in xs[s % 3], the next one gathered meanwhile */
+                gather_team(&train, order, (int)(batch < train_n ? batch : train_n), xs[0], ys[0], t, T);
+                team_barrier(&st[t]);
+                int s = 0;
+                for (long start = 0; start < train_n; start += batch, s++) {
+                    int rows = (int)(train_n - start < batch ? train_n - start : batch);
+                    long next = start + batch;
+                    int next_rows = (int)(next >= train_n ? 0 : train_n - next < batch ? train_n - next : batch);
+                    train_step_model(&views[t], ws, &st[t], xs[s % 3], ys[s % 3], rows, lr, s & 1, t, T, &train,
+                                     order + (next_rows ? next : 0), next_rows, xs[(s + 1) % 3], ys[(s + 1) % 3]);
                 }
             } else {
                 for (long start = 0; start < train_n; start += batch) {
@@ -1061,6 +1294,9 @@ int main(int argc, char **argv) {
            row.final_train_loss, row.test_accuracy, strcmp(o->csv, "none") ? o->csv : "(none)");
 
     for (int i = 0; i < n_work; i++) work_free(&ws[i], &m);
+    for (int i = 0; views && i < T; i++) mlp_replica_free(&views[i], &m);
+    for (int i = 0; i < 3; i++) { free(xs[i]); free(ys[i]); }
+    free(views);
     mlp_free(&m);
     dataset_free(&train); dataset_free(&test);
     free(ws); free(st); free(order); free(pred); free(loss_curve); free(acc_curve); free(epoch_sec);

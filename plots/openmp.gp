@@ -1,5 +1,5 @@
 # plots/openmp.gp — openmp/openmp's thread sweep: epoch time and speedup over serial/serial
-# against the number of threads T, one line per --accum mode (critical, reduction, loop).
+# against the number of threads T, one line per --accum mode (critical, reduction, loop, model).
 #
 # Driven by scripts/plot.sh (plot_openmp), which extracts the points from the sweep CSV
 # (run_all.sh's openmp sweep, results/openmp.csv) with scripts/openmp_sweep.py:

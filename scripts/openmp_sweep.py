@@ -22,7 +22,7 @@ import statistics
 import sys
 
 PROG = "openmp_sweep.py"
-MODES = ("critical", "reduction", "loop")   # openmp/openmp's --accum modes, in its order
+MODES = ("critical", "reduction", "loop", "model")   # openmp/openmp's --accum modes, in its order
 
 
 def main(argv):

@@ -16,7 +16,11 @@
 #     1.2e-7 relative deviation of the loss, no change of test accuracy. Tolerance: 1e-5
 #     relative (80x margin), still far below what a real bug does (a thread's gradient
 #     left out, or a per-thread instead of global batch mean: 1e-3 .. 1e-1).
-# Also: reduction is bit-identical from run to run; tiny slices (batch 16 and 5 with 8
+#   model, T > 1: only layer 2's pre-activation is summed in pieces (one partial product
+#     per thread that owns hidden units), every other element as in serial: the same
+#     kind of rounding difference, under the same 1e-5 tolerance (measured: see the
+#     "info:" line).
+# Also: reduction and model are bit-identical from run to run; tiny slices (batch 16 and 5 with 8
 # threads, threads without rows); sigmoid, leaky-relu, deeper nets, resampled images,
 # full batch; the CSV row; the default thread count; the oversubscription warning; the
 # command-line contract (tests/test_cli.sh with BIN=openmp/openmp); and the
@@ -59,7 +63,7 @@ EQ=(--data $DATA --train 2000 --test 500 --epochs 3 --batch 32 --lr 0.1 --seed 1
 ref=$(run_curve $SERIAL "${EQ[@]}")
 declare -A first
 worst_dp=0
-for v in critical reduction loop; do
+for v in critical reduction loop model; do
   for T in 1 2 3 4; do
     got=$(run_curve $BIN "${EQ[@]}" --accum $v --threads $T)
     first[$v$T]=$got
@@ -77,20 +81,22 @@ for v in critical reduction loop; do
     fi
   done
 done
-echo "info: largest deviation of critical/reduction from serial: $worst_dp (tolerance $TOL)"
+echo "info: largest deviation of critical/reduction/model from serial: $worst_dp (tolerance $TOL)"
 
-# ---- reduction: bit-identical from run to run for a given T -------------------------
-for T in 2 3 4; do
-  again=$(run_curve $BIN "${EQ[@]}" --accum reduction --threads $T)
-  check "reduction T=$T: bit-identical on a second run" "first '${first[reduction$T]}', second '$again'" \
-    [ "$again" = "${first[reduction$T]}" ]
+# ---- reduction, model: bit-identical from run to run for a given T ------------------
+for v in reduction model; do
+  for T in 2 3 4; do
+    again=$(run_curve $BIN "${EQ[@]}" --accum $v --threads $T)
+    check "$v T=$T: bit-identical on a second run" "first '${first[$v$T]}', second '$again'" \
+      [ "$again" = "${first[$v$T]}" ]
+  done
 done
 
 # ---- tiny slices: batch 16 and 5 with 8 threads (5 rows: three threads without rows) --
 for b in 16 5; do
   SMALL=(--data $DATA --train 1000 --test 300 --epochs 2 --batch $b --lr 0.05 --seed 3)
   ref=$(run_curve $SERIAL "${SMALL[@]}")
-  for v in critical reduction loop; do
+  for v in critical reduction loop model; do
     got=$(run_curve $BIN "${SMALL[@]}" --accum $v --threads 8)
     read -r dev dacc <<<"$(maxdev "$got" "$ref")"
     check "$v, batch $b, 8 threads: matches serial (loss dev $dev)" "got '$got', serial '$ref'" within "$dev" "$dacc" $TOL
@@ -99,12 +105,13 @@ done
 
 # ---- other activations, deeper nets, resampled images, full batch (3 threads) --------
 cfgs=("--activation sigmoid --lr 0.5" "--activation leaky-relu --lr 0.05"
-      "--hidden 64,32,16 --image-size 40 --lr 0.05" "--batch full --lr 0.5 --epochs 3")
+      "--hidden 160,32,16 --image-size 40 --lr 0.05" "--hidden 200 --lr 0.05"
+      "--batch full --lr 0.5 --epochs 3")
 for cfg in "${cfgs[@]}"; do
   # shellcheck disable=SC2206
   C=(--data $DATA --train 1000 --test 300 --epochs 2 --batch 50 --seed 5 $cfg)
   ref=$(run_curve $SERIAL "${C[@]}")
-  for v in critical reduction loop; do
+  for v in critical reduction loop model; do
     got=$(run_curve $BIN "${C[@]}" --accum $v --threads 3)
     read -r dev dacc <<<"$(maxdev "$got" "$ref")"
     check "$v, 3 threads, $cfg: matches serial (loss dev $dev)" "got '$got', serial '$ref'" within "$dev" "$dacc" $TOL
@@ -156,7 +163,7 @@ expect_error "--accum without a value rejected" "--accum" --data $DATA --accum
 
 # ---- AddressSanitizer/UBSan build: uneven slices, empty slices, every mode ----------
 if [ -x tests/bin/openmp-asan ]; then
-  for v in critical reduction loop; do
+  for v in critical reduction loop model; do
     tests/bin/openmp-asan --data $DATA --train 400 --test 100 --batch 5 --threads 8 --epochs 1 --accum $v \
       --predict 1 --csv "$TMP/asan.csv" >"$TMP/asan" 2>&1; rc=$?
     tests/bin/openmp-asan --data $DATA --train 300 --test 100 --batch full --threads 3 --epochs 1 --accum $v \
