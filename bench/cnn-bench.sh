@@ -23,10 +23,11 @@
 # PyTorch's single-thread epoch, then the targets: 1x1 <= 0.2 x PyTorch 1 thread,
 # and >= 1.7x from 1x1 to the best 2-core configuration (1x2 or 2x1).
 #
-# Usage: bench/cnn-bench.sh [--epochs E] [--runs R] [--data DIR] [--csv FILE] [--quick]
+# Usage: bench/cnn-bench.sh [--epochs E] [--runs R] [--data DIR] [--train N] [--csv FILE] [--quick]
 #   --epochs E   epochs per run (default 3: the median is over epochs 2..3)
 #   --runs R     repetitions of the set (default 3)
 #   --data DIR   data set (default data/fashion)
+#   --train N    use the first N training samples (default all)
 #   --csv FILE   where the rows go (default results/bench-cnn.csv)
 #   --quick      smoke test: --train 10000, 2 epochs, 1 run
 # Exit status: 0; 1 when a run fails; 2 on a usage error or a missing prerequisite.
@@ -43,6 +44,7 @@ while [ $# -gt 0 ]; do
     --epochs) need_value "$@"; epochs=$2; shift 2 ;;
     --runs)   need_value "$@"; runs=$2; shift 2 ;;
     --data)   need_value "$@"; data=$2; shift 2 ;;
+    --train)  need_value "$@"; train=$2; shift 2 ;;
     --csv)    need_value "$@"; csv=$2; shift 2 ;;
     --quick)  train=10000 epochs=2 runs=1; shift ;;
     -h|--help) usage; exit 0 ;;
@@ -50,6 +52,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 for v in epochs runs; do [[ ${!v} =~ ^[1-9][0-9]*$ ]] || die "--$v: not a positive integer: '${!v}'"; done
+[[ $train =~ ^[0-9]+$ ]] || die "--train: not a non-negative integer: '$train'"
 [ "$csv" != none ] || die "--csv none: the table is built from the CSV; give a file"
 [ -x cnn/cnn ] || die "cnn/cnn is not built (make cnn/cnn; needs mpicc)"
 command -v mpirun >/dev/null || die "mpirun missing (apt-get install openmpi-bin)"

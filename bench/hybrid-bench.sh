@@ -42,7 +42,7 @@ command -v flock >/dev/null || { echo "hybrid-bench.sh: flock missing (apt-get i
 cores=$(nproc)
 mkdir -p "$(dirname "$csv")"
 tmp=$(mktemp /tmp/hybrid-bench-XXXXXX.csv); rm -f "$tmp"
-trap 'rm -f "$tmp"' EXIT
+trap 'rm -f "$tmp" "$csv.tmp.$$"' EXIT
 common=(--data "$data" --epochs "$epochs" --quiet)
 [ "$train" = 0 ] || common+=(--train "$train")
 
@@ -59,19 +59,22 @@ for run in $(seq 1 "$runs"); do
     done
   done
 done
-if [ -s "$csv" ]; then tail -n +2 "$tmp" >>"$csv"; else cp "$tmp" "$csv"; fi
+# all rows at once: the old file plus the new rows go to a temporary file next to it, which
+# is renamed over it, so an interrupted run leaves the CSV as it was, never half-written
+{ if [ -s "$csv" ]; then cat "$csv"; tail -n +2 "$tmp"; else cat "$tmp"; fi; } >"$csv.tmp.$$" &&
+  mv -f "$csv.tmp.$$" "$csv"
 
 awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
   { k = $c["batch"] SUBSEP ($c["program"] == "serial" ? "serial" : $c["ranks"] "x" $c["threads"]);
     n[k]++; e[k, n[k]] = $c["epoch_seconds_median"]; m[k, n[k]] = $c["comm_seconds"]; s[k, n[k]] = $c["sync_seconds"];
-    w[k] = $c["omp_wait_policy"]; b[$c["batch"]] = 1 }
+    w[k] = $c["omp_wait_policy"]; b[$c["batch"]] = 1; ds = $c["dataset"] " " $c["train_n"] " samples" }
   function med(a, k, cnt,   i, j, t, v) { for (i = 1; i <= cnt; i++) v[i] = a[k, i] + 0;
     for (i = 1; i <= cnt; i++) for (j = i + 1; j <= cnt; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
     return cnt % 2 ? v[(cnt + 1) / 2] : (v[cnt / 2] + v[cnt / 2 + 1]) / 2 }
   END {
     split("serial 1x1 1x2 2x1 2x2", cfg, " ")
     for (bb in b) {
-      printf "\nFashion-MNIST, batch %s, medians of %d runs (epoch = median of epochs 2..E):\n", bb, n[bb SUBSEP "serial"]
+      printf "\n%s, batch %s, medians of %d runs (epoch = median of epochs 2..E):\n", ds, bb, n[bb SUBSEP "serial"]
       printf "%-7s %-16s %10s %10s %12s %9s\n", "P x T", "OMP_WAIT_POLICY", "epoch s", "comm s", "barriers s", "speedup"
       base = med(e, bb SUBSEP "serial", n[bb SUBSEP "serial"])
       for (i = 1; i <= 5; i++) { k = bb SUBSEP cfg[i]; if (!n[k]) continue

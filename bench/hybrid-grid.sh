@@ -8,20 +8,21 @@
 # OMP_WAIT_POLICY=passive when P*T exceeds the cores, else unset (the CSV column
 # omp_wait_policy records it). Every run holds /tmp/partrain-bench.lock (flock).
 # Writes: CSV rows (--csv, default results/hybrid-grid.csv), the points
-# results/hybrid-grid.dat, the heat maps (--plot, default plots/hybrid-grid.png, via
-# plots/hybrid.gp; skipped with a note when gnuplot is missing) and seed report 001's
-# Table 4 ("expected speedup") with our measured column beside it (--table, default
-# results/hybrid-table4.md). On this 2-core machine every configuration with more than
+# results/hybrid-grid.dat, seed report 001's Table 4 ("expected speedup") with our
+# measured column beside it (--table, default results/hybrid-table4.md), and the heat
+# maps PLOTDIR/hybrid-grid.png (--plots, default plots; none: no figure), drawn from
+# the CSV by scripts/plot.sh (plots/hybrid.gp) as `make plots` does; skipped with a note
+# when gnuplot is missing or the CSV is not named hybrid-grid.csv. On this 2-core machine every configuration with more than
 # 2 ranks x threads is oversubscribed, so 2x is the ceiling, not the report's ranges.
 #
 # Usage: bench/hybrid-grid.sh [--batch B] [--epochs E] [--train N] [--data DIR]
-#                             [--csv FILE] [--dat FILE] [--plot PNG] [--table MD]
+#                             [--csv FILE] [--dat FILE] [--plots DIR|none] [--table MD]
 # Exit status: 0; 1 when a run fails; 2 on a usage error or a missing prerequisite.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 batch=512 epochs=3 train=0 data=data/fashion
-csv=results/hybrid-grid.csv dat=results/hybrid-grid.dat png=plots/hybrid-grid.png table=results/hybrid-table4.md
+csv=results/hybrid-grid.csv dat=results/hybrid-grid.dat plotdir=plots table=results/hybrid-table4.md
 LOCK=/tmp/partrain-bench.lock
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -31,7 +32,7 @@ while [ $# -gt 0 ]; do
     --data) data=$2; shift 2 ;;
     --csv) csv=$2; shift 2 ;;
     --dat) dat=$2; shift 2 ;;
-    --plot) png=$2; shift 2 ;;
+    --plots) plotdir=$2; shift 2 ;;
     --table) table=$2; shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "hybrid-grid.sh: unknown option '$1'" >&2; exit 2 ;;
@@ -42,9 +43,9 @@ for b in serial/serial hybrid/hybrid; do
 done
 command -v flock >/dev/null || { echo "hybrid-grid.sh: flock missing (apt-get install util-linux)" >&2; exit 2; }
 cores=$(nproc)
-mkdir -p "$(dirname "$csv")" "$(dirname "$dat")" "$(dirname "$png")" "$(dirname "$table")"
+mkdir -p "$(dirname "$csv")" "$(dirname "$dat")" "$(dirname "$table")"
 tmp=$(mktemp /tmp/hybrid-grid-XXXXXX.csv); rm -f "$tmp"
-trap 'rm -f "$tmp"' EXIT
+trap 'rm -f "$tmp" "$csv.tmp.$$"' EXIT
 common=(--data "$data" --epochs "$epochs" --batch "$batch" --quiet)
 [ "$train" = 0 ] || common+=(--train "$train")
 
@@ -58,7 +59,10 @@ for p in 1 2 4; do
       --threads $t --sync allreduce --csv "$tmp" >/dev/null || { echo "hybrid-grid.sh: ${p}x$t failed" >&2; exit 1; }
   done
 done
-if [ -s "$csv" ]; then tail -n +2 "$tmp" >>"$csv"; else cp "$tmp" "$csv"; fi
+# all rows at once: the old file plus the new rows go to a temporary file next to it, which
+# is renamed over it, so an interrupted run leaves the CSV as it was, never half-written
+{ if [ -s "$csv" ]; then cat "$csv"; tail -n +2 "$tmp"; else cat "$tmp"; fi; } >"$csv.tmp.$$" &&
+  mv -f "$csv.tmp.$$" "$csv"
 
 # points: P T epoch_s speedup policy
 awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
@@ -67,15 +71,18 @@ awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
   END { for (r in n) printf "%d %d %.4f %.3f %s\n", p[r], t[r], e[r], s / e[r], (w[r] == "" ? "unset" : w[r]) }' "$tmp" |
   sort -n -k1,1 -k2,2 >"$dat"
 serial_s=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next } $c["program"] == "serial" { print $c["epoch_seconds_median"] }' "$tmp")
-samples=$(awk -F, 'NR == 2 { print }' "$tmp" | awk -F, -v h="$(head -n 1 "$tmp")" 'BEGIN { n = split(h, H, ","); for (i = 1; i <= n; i++) c[H[i]] = i } { print $c["train_n"] }')
+col() { awk -F, -v col="$1" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == col) c = i; next } NR == 2 { print $c }' "$tmp"; }
+samples=$(col train_n)
+dataset=$(col dataset)   # the data directory's name: fashion, mnist, ...
 echo "serial: $serial_s s per epoch; grid (P T epoch_s speedup policy):"
 cat "$dat"
 
-if command -v gnuplot >/dev/null; then
-  gnuplot -e "dat='$dat'; out='$png'; title='hybrid/hybrid, $samples samples, batch $batch, $cores cores (serial $serial_s s per epoch)'" plots/hybrid.gp &&
-    echo "plot: $png"
+if [ "$plotdir" = none ]; then
+  :
+elif [ "$(basename "$csv")" != hybrid-grid.csv ]; then
+  echo "plot skipped: scripts/plot.sh draws hybrid-grid.png from a CSV named hybrid-grid.csv"
 else
-  echo "plot skipped: gnuplot missing (apt-get install gnuplot-nox)"
+  scripts/plot.sh --results "$(dirname "$csv")" --plots "$plotdir" --only hybrid-grid || echo "plot failed"
 fi
 
 # seed report 001, Table 4: its expected ranges beside our measured speedups
@@ -83,7 +90,7 @@ get() { awk -v p="$1" -v t="$2" '$1 == p && $2 == t { printf "%.2fx (%.3f s, %s)
 {
   echo "# Seed report 001, Table 4 (\"expected speedup\") vs hybrid/hybrid measured"
   echo
-  echo "$samples Fashion-MNIST samples, default MLP, global batch $batch, median of epochs 2..$epochs;"
+  echo "$samples samples of $dataset ($data), default MLP, global batch $batch, median of epochs 2..$epochs;"
   echo "speedup = serial/serial's epoch ($serial_s s, one core) / the configuration's. Measured"
   echo "on $cores cores: every configuration above $cores ranks x threads is oversubscribed, so the"
   echo "hardware ceiling is ${cores}x and the report's ranges (written for 4 and 8 cores) cannot be reached."

@@ -20,12 +20,13 @@
 # No OpenMP anywhere: OMP_WAIT_POLICY is irrelevant and left unset.
 #
 # Usage: bench/mpi-bench.sh [--runs R] [--epochs E] [--batches "64 512"] [--csv FILE]
-#                           [--data DIR] [--quick]
+#                           [--data DIR] [--train N] [--quick]
 #   --runs R       repetitions of the set (default 3)
 #   --epochs E     epochs per run (default 5: the median is over epochs 2..5)
 #   --batches L    space-separated global batch sizes (default "64 512")
 #   --csv FILE     where the rows go (default results/bench-mpi.csv)
 #   --data DIR     data set (default data/fashion)
+#   --train N      use the first N training samples (default all)
 #   --quick        smoke test: --train 10000, 3 epochs, 1 run
 #   --wait-idle S  before each run wait (up to S seconds) until the CPUs were >= 90 %
 #                  idle for one second: on a machine shared with other jobs that do
@@ -49,6 +50,7 @@ while [ $# -gt 0 ]; do
     --batches) need_value "$@"; batches=$2; shift 2 ;;
     --csv)     need_value "$@"; csv=$2; shift 2 ;;
     --data)    need_value "$@"; data=$2; shift 2 ;;
+    --train)   need_value "$@"; train=$2; shift 2 ;;
     --quick)   train=10000 epochs=3 runs=1; shift ;;
     --wait-idle) need_value "$@"; wait_idle=$2; shift 2 ;;
     -h|--help) usage; exit 0 ;;

@@ -21,8 +21,11 @@
 #
 # Usage: bench/mpi-sweep.sh [--results DIR] [--ranks "1 2 4 8"] [--epochs E] [--batch B]
 #                           [--per-rank N] [--per-rank-batch B] [--only strong,weak,pipeline]
-#                           [--data DIR] [--quick]
+#                           [--data DIR] [--train N] [--stages "1 2 3"] [--microbatches "1 4 8"]
+#                           [--quick]
 #   --results DIR   where the CSVs go (default results)
+#   --train N       training samples of the strong and pipeline sweeps (default all)
+#   --stages L      pipeline stages P (default "1 2 3"); --microbatches L: M (default "1 4 8")
 #   --quick         smoke run: strong on 12,000 samples, weak with 1,500 per rank,
 #                   ranks 1 2 4, 2 epochs
 # Exit status: 0; 1 when a run fails; 2 on a usage error or a missing prerequisite.
@@ -30,7 +33,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 results=results ranks="1 2 4 8" epochs=3 batch=512 per_rank=7500 per_rank_batch=64 only=strong,weak,pipeline
-data=data/fashion strong_train=0
+data=data/fashion strong_train=0 stages="1 2 3" microbatches="1 4 8"
 LOCK=/tmp/partrain-bench.lock
 SYNCS=(allreduce reduce-bcast overlap)
 
@@ -47,6 +50,9 @@ while [ $# -gt 0 ]; do
     --per-rank-batch) need_value "$@"; per_rank_batch=$2; shift 2 ;;
     --only)           need_value "$@"; only=$2; shift 2 ;;
     --data)           need_value "$@"; data=$2; shift 2 ;;
+    --train)          need_value "$@"; strong_train=$2; shift 2 ;;
+    --stages)         need_value "$@"; stages=$2; shift 2 ;;
+    --microbatches)   need_value "$@"; microbatches=$2; shift 2 ;;
     --quick)          strong_train=12000 per_rank=1500 ranks="1 2 4" epochs=2; shift ;;
     -h|--help) usage; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
@@ -54,6 +60,9 @@ while [ $# -gt 0 ]; do
 done
 for v in epochs batch per_rank per_rank_batch; do [[ ${!v} =~ ^[1-9][0-9]*$ ]] || die "--${v//_/-}: not a positive integer: '${!v}'"; done
 for p in $ranks; do [[ $p =~ ^[1-9][0-9]*$ ]] || die "--ranks: not a positive integer: '$p'"; done
+for p in $stages; do [[ $p =~ ^[1-9][0-9]*$ ]] || die "--stages: not a positive integer: '$p'"; done
+for m in $microbatches; do [[ $m =~ ^[1-9][0-9]*$ ]] || die "--microbatches: not a positive integer: '$m'"; done
+[[ $strong_train =~ ^[0-9]+$ ]] || die "--train: not a non-negative integer: '$strong_train'"
 for part in ${only//,/ }; do [[ " strong weak pipeline " == *" $part "* ]] || die "--only: unknown part '$part'"; done
 command -v mpirun >/dev/null || die "mpirun missing (apt-get install openmpi-bin)"
 command -v flock >/dev/null && command -v taskset >/dev/null || die "flock/taskset missing (apt-get install util-linux)"
@@ -101,9 +110,9 @@ if wants pipeline; then
   csv=$results/mpi-pipeline.csv
   args=(--data "$data" --batch "$batch" --epochs "$epochs" --csv "$csv" --quiet)
   [ "$strong_train" -eq 0 ] || args+=(--train "$strong_train")
-  echo "pipeline: batch $batch, P = 1, 2, 3 stages x M = 1, 4, 8 micro-batches -> $csv"
-  for p in 1 2 3; do
-    for m in 1 4 8; do run "pipeline P=$p M=$m" scripts/mpirun.sh "$p" mpi/pipeline --microbatches "$m" "${args[@]}"; done
+  echo "pipeline: batch $batch, P = ${stages// /, } stages x M = ${microbatches// /, } micro-batches -> $csv"
+  for p in $stages; do
+    for m in $microbatches; do run "pipeline P=$p M=$m" scripts/mpirun.sh "$p" mpi/pipeline --microbatches "$m" "${args[@]}"; done
   done
 fi
 echo "mpi-sweep: done; figures: scripts/plot.sh (plots/mpi-scaling.png, plots/mpi-comm.png)"

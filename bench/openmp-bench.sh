@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# bench/openmp-bench.sh — openmp/openmp's three --accum modes against serial and PyTorch.
+# bench/openmp-bench.sh — openmp/openmp's four --accum modes against serial and PyTorch.
 #
 # One invocation measures side by side, on Fashion-MNIST (all 60k, the default MLP):
 #   serial/serial                       pinned to core 0 (taskset -c 0), one thread
-#   openmp/openmp --accum critical|reduction|loop --threads T   for each T in --threads
+#   openmp/openmp --accum critical|reduction|loop|model --threads T   for each T in --threads
 #   bench/torch_mlp.py --threads T      for each T, with OMP/OPENBLAS/MKL_NUM_THREADS=T
 # for each mini-batch size in --batches. A run with T threads is confined to cores
 # 0..T-1 (taskset), so T = 1 is pinned like serial. OMP_WAIT_POLICY is left unset (the
@@ -22,7 +22,7 @@
 # Accepted rows are appended to the CSV; then per batch size a table of the
 # median over the R runs of each run's epoch_seconds_median (itself the median of
 # epochs 2..E), the median sync_seconds (per epoch, summed over threads: time in the
-# critical section for critical, waiting at barriers for reduction and loop), the
+# critical section for critical, waiting at barriers for reduction, loop and model), the
 # speedup vs serial, and how many times faster than PyTorch's best thread count; and
 # verdict lines for the targets (best mode at T = 2: >= 1.6x serial at batch 64,
 # >= 1.85x at batch 512; >= 2.5x faster than PyTorch's best).
@@ -50,7 +50,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 PY=/usr/bin/python3          # Debian's interpreter: the one that sees python3-torch
 epochs=4 runs=3 batches=64,512 threads=1,2 csv=results/bench-openmp.csv data=data/fashion train=0 torch=1
 tries=3 max_other=0.05 report_only=0 since=
-variants=(critical reduction loop)
+variants=(critical reduction loop model)
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 die() { echo "openmp-bench: $*" >&2; exit 2; }
@@ -201,7 +201,7 @@ wait_idle() {   # up to 30 s for 2 s in which the CPUs were >= 97% idle
   done
 }
 tmp=$(mktemp -d /tmp/openmp-bench-XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
+trap 'rm -rf "$tmp" "$csv.tmp.$$"' EXIT
 k=0
 run_one() {   # label, T, command... (writing its CSV row to $tmp/row.csv): one run under the lock
   local label=$1 T=$2; shift 2
@@ -225,8 +225,10 @@ run_one() {   # label, T, command... (writing its CSV row to $tmp/row.csv): one 
     [ "$tries" -gt 1 ] && awk -v o="$other" -v m="$max_other" 'BEGIN { exit !(o > m) }' || { flag=""; break; }
     flag=" [disturbed: other load $other cores]"
   done
-  [ -s "$csv" ] || head -n 1 "$tmp/row.csv" >"$csv"
-  tail -n +2 "$tmp/row.csv" >>"$csv"
+  # the old file plus the row go to a temporary file next to it, renamed over it: an
+  # interrupted run never leaves a half-written row
+  { if [ -s "$csv" ]; then cat "$csv"; tail -n +2 "$tmp/row.csv"; else cat "$tmp/row.csv"; fi; } >"$csv.tmp.$$" &&
+    mv -f "$csv.tmp.$$" "$csv"
   printf '[%d/%d] %-22s %s  [other load %s%s]%s\n' "$k" "$total" "$label" \
     "$(printf '%s\n' "$out" | tail -n 1 | sed 's/ | csv .*//' | cut -c1-130)" "$other" \
     "$([ "$attempt" -gt 1 ] && echo ", attempt $attempt")" "$flag"

@@ -13,12 +13,13 @@
 # the ratio to torch (target serial/torch <= 0.7, stretch <= 0.6).
 #
 # Usage: bench/serial-vs-torch.sh [--epochs E] [--runs R] [--batch B] [--csv FILE]
-#                                 [--data DIR] [--cpu N] [--quick]
+#                                 [--data DIR] [--train N] [--cpu N] [--quick]
 #   --epochs E   epochs per run (default 6: the median is over epochs 2..6)
 #   --runs R     repetitions of the set (default 3)
 #   --batch B    mini-batch size (default 64)
 #   --csv FILE   where the rows go (default results/bench-serial.csv)
 #   --data DIR   data set (default data/fashion)
+#   --train N    use the first N training samples (default all)
 #   --cpu N      the core to pin to (default 0)
 #   --quick      smoke test: --train 10000, 3 epochs, 1 run
 # Exit status: 0; 1 when a run fails; 2 on a usage error or a missing prerequisite.
@@ -38,6 +39,7 @@ while [ $# -gt 0 ]; do
     --batch)  need_value "$@"; batch=$2; shift 2 ;;
     --csv)    need_value "$@"; csv=$2; shift 2 ;;
     --data)   need_value "$@"; data=$2; shift 2 ;;
+    --train)  need_value "$@"; train=$2; shift 2 ;;
     --cpu)    need_value "$@"; cpu=$2; shift 2 ;;
     --quick)  train=10000 epochs=3 runs=1; shift ;;
     -h|--help) usage; exit 0 ;;

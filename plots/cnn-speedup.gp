@@ -5,13 +5,14 @@
 # on an Apple M4).
 #
 # Driven by run_all.sh through scripts/cnn_tables.py, which writes the data file:
-#   gnuplot -e "dat='results/cnn-speedup.dat'; out='plots/cnn-speedup.png'; src='results/cnn-timing.csv'" plots/cnn-speedup.gp
+#   gnuplot -e "dat='results/cnn-speedup.dat'; out='plots/cnn-speedup.png'; src='results/cnn-timing.csv'; epochs=5" plots/cnn-speedup.gp
 # dat: gnuplot index blocks (separated by two blank lines), whitespace columns
 #      "cores speedup seconds label": 0 threads, 1 ranks, 2 hybrid, 3 the report's.
 
 if (!exists("dat")) dat = 'results/cnn-speedup.dat'
 if (!exists("out")) out = 'plots/cnn-speedup.png'
 if (!exists("src")) src = 'results/cnn-timing.csv'
+if (!exists("epochs")) epochs = 5
 
 # pngcairo when this gnuplot has it, the libgd png terminal otherwise
 if (strstrt(GPVAL_TERMINALS, "pngcairo") > 0) {
@@ -21,7 +22,7 @@ if (strstrt(GPVAL_TERMINALS, "pngcairo") > 0) {
 }
 set output out
 
-set title sprintf("CNN of seed report 003: speedup of 5 training epochs over 1 rank x 1 thread (%s)", src) noenhanced
+set title sprintf("CNN of seed report 003: speedup of %d training epochs (total time) over 1 rank x 1 thread\n%s", epochs, src) noenhanced
 set grid lc rgb "#c8c8c8"
 set xlabel "cores used (ranks x threads, at most the machine's cores)"
 set ylabel "speedup (1x1 time / time)"
@@ -35,7 +36,7 @@ plot x with lines lc rgb "#909090" dt 2 title "ideal (speedup = cores)", \
      dat index 1 using 1:2 with linespoints lt 2 pt 5 ps 1.2 title "ours: P ranks x 1 thread (MPI)", \
      dat index 2 using 1:2 with points lt 3 pt 9 ps 1.8 title "ours: 2 ranks x 2 threads (4 workers on 2 cores, passive)", \
      dat index 3 using 1:2 with linespoints lt 4 pt 13 ps 1.4 title "seed report 003: 4 ranks (Apple M4)", \
-     dat index 0 using 1:($1 > 1 ? $2 : NaN):(sprintf("%.2fx", $2)) with labels left offset -6,0 font ",9" tc lt 1 notitle, \
+     dat index 0 using 1:($1 > 1 ? $2 : NaN):(sprintf("%.2fx", $2)) with labels right offset -1,-0.9 font ",9" tc lt 1 notitle, \
      dat index 1 using 1:($1 > 1 ? $2 : NaN):(sprintf("%.2fx", $2)) with labels left offset 1.5,0 font ",9" tc lt 2 notitle, \
      dat index 2 using 1:2:(sprintf("%.2fx", $2)) with labels left offset 1.5,0 font ",9" tc lt 3 notitle, \
      dat index 3 using 1:($1 > 1 ? $2 : NaN):(sprintf("%.2fx", $2)) with labels offset -3,0 font ",9" notitle

