@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2317  # (whole file) the step functions are called indirectly
 # run_all.sh — set up, build, run every partrain experiment, draw the figures and write
 # the report. A rerun after an interruption continues where it stopped.
 #
@@ -84,13 +85,12 @@
 # 2 on a usage error, 130 when interrupted.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")" || exit 2
-# shellcheck disable=SC2317  # the step functions are called indirectly
 
 PY=/usr/bin/python3              # Debian's interpreter (sees python3-torch)
 ALL_GROUPS=(serial openmp mpi hybrid cuda cnn imagesize)
 mode=full only="" results="" fresh=0 with_torch=0 setup=1
 
-usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
+usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d; /^# shellcheck/d; s/^# \{0,1\}//'; }
 die() { echo "run_all: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
