@@ -872,6 +872,18 @@ static void train_step_loop(mlp *m, work *w, thread_stats *st, const float *x, c
     team_barrier(st);
 }
 
+/* model: b[j] += scale * (dz[0][j] + dz[1][j] + ... ) for columns j in [j0, j1) of a
+ * rows x ld matrix dz, summed in row order as serial does; db: scratch of j1 - j0 floats */
+static void bias_update(float *restrict b, float *restrict db, const float *dz, long ld, int rows,
+                        long j0, long j1, float scale) {
+    for (long j = j0; j < j1; j++) db[j - j0] = 0.0f;
+    for (int i = 0; i < rows; i++) {
+        const float *restrict d = dz + (long)i * ld;
+        for (long j = j0; j < j1; j++) db[j - j0] += d[j];
+    }
+    for (long j = j0; j < j1; j++) b[j] = fmaf(scale, db[j - j0], b[j]);
+}
+
 /* model: W[l] += scale * act[l-1]^T . dz and b[l] += scale * column sums of dz for the
  * whole layer, in the calling thread (serial's update; model mode's replicated layers),
  * refreshing W[l]^T for the next backward. */
@@ -886,13 +898,7 @@ static void dense_update_whole(const mlp *m, const work *w, int l, const float *
         matmul(in, wd, rows, w->act[l - 1], 1, in, dz + j, out, pw, wd, &u);
         if (m->wt[l]) transpose(pw, in, wd, m->wt[l] + (long)j * in, in);
     }
-    float *restrict db = w->db, *restrict b = m->b[l];
-    for (int j = 0; j < out; j++) db[j] = 0.0f;
-    for (int i = 0; i < rows; i++) {
-        const float *restrict d = dz + (long)i * out;
-        for (int j = 0; j < out; j++) db[j] += d[j];
-    }
-    for (int j = 0; j < out; j++) b[j] = fmaf(scale, db[j], b[j]);
+    bias_update(m->b[l], w->db, dz, out, rows, 0, out, scale);
 }
 
 /* model: the hidden units of layer 1 that thread t owns, [*lo, *hi): whole kernel
@@ -956,9 +962,8 @@ static void train_step_model(const mlp *v, work *ws, thread_stats *st, const flo
     team_barrier(st);
 
     /* 4: layer 2's pre-activation from the partials, then the top of the network */
-    long u_lo, u_hi;
-    int owners = 0;                        /* threads that own units: 0..owners-1 */
-    for (int u = 0; u < T; u++) { model_units(v, u, T, &u_lo, &u_hi); owners += u_hi > u_lo; }
+    int panels = (n1 + NR - 1) / NR;
+    int owners = T < panels ? T : panels;  /* threads that own units (model_units): 0..owners-1 */
     float *z2 = w->act[2];                 /* logits when L = 2 */
     int act2 = L > 2 && !sigmoid ? v->activation : ACT_NONE;
     const float *restrict b2 = v->b[2];
@@ -1005,13 +1010,7 @@ static void train_step_model(const mlp *v, work *ws, thread_stats *st, const flo
             transpose(pw, own, wd, v->wt[2] + (long)j * n1 + c0, n1);
         }
     }
-    float *restrict db = w->db, *restrict b = v->b[2];
-    for (int j = 0; j < n2; j++) db[j] = 0.0f;
-    for (int i = 0; i < rows; i++) {
-        const float *restrict dzi = dz2 + (long)i * n2;
-        for (int j = 0; j < n2; j++) db[j] += dzi[j];
-    }
-    for (int j = 0; j < n2; j++) b[j] = fmaf(scale, db[j], b[j]);
+    bias_update(v->b[2], w->db, dz2, n2, rows, 0, n2, scale);
 
     /* 6: layer 1, this thread's columns */
     if (own > 0) {
@@ -1019,13 +1018,7 @@ static void train_step_model(const mlp *v, work *ws, thread_stats *st, const flo
             wd = panel_width(v, 1, (int)j);
             matmul(in, (int)wd, rows, x, 1, in, w->delta[1] + j, n1, panel_at(v, 1, (int)j), wd, &u);
         }
-        float *restrict b1 = v->b[1];
-        for (long j = c0; j < c1; j++) db[j - c0] = 0.0f;
-        for (int i = 0; i < rows; i++) {
-            const float *restrict dzi = w->delta[1] + (long)i * n1;
-            for (long j = c0; j < c1; j++) db[j - c0] += dzi[j];
-        }
-        for (long j = c0; j < c1; j++) b1[j] = fmaf(scale, db[j - c0], b1[j]);
+        bias_update(v->b[1], w->db, w->delta[1], n1, rows, c0, c1, scale);
     }
 }
 
