@@ -168,6 +168,12 @@ static void die_all(const char *fmt, ...) {
 // Three combinations are used and supported: accumulate alone (update), bias and/or
 // act (forward), deriv alone (backward).
 //
+// Tile order: column panels of C outside, row blocks inside. One NR-column panel of B
+// (layer 1's W: 784 x 64 floats, 200 KB) then stays in L2 while every row block of A
+// streams past it; with row blocks outside, the whole of B (800 KB) passes through L2
+// for every 6-row block and, at batch 512, the batch's activations push it out. Each
+// element is still one sum over K in the same order: the order of tiles changes no bit.
+//
 // matmul() runs every tile in the calling thread: each OpenMP thread multiplies its own
 // rows of the batch (openmp/openmp.c --accum reduction's path, without the team driver).
 
@@ -328,12 +334,12 @@ matmul_tile(const int kind, int i, int j, int M, int N, int K, const float *A, l
 }
 #endif
 
-/* All tiles, in the calling thread (serial's order: row blocks, then column panels). */
+/* All tiles, in the calling thread (serial's order: column panels, then row blocks). */
 static inline __attribute__((always_inline)) void
 matmul_tiles(const int kind, int M, int N, int K, const float *A, long a_row, long a_col,
              const float *B, long ldb, float *C, long ldc, const epilogue *e) {
-    for (int i = 0; i < M; i += MR)
-        for (int j = 0; j < N; j += NR) matmul_tile(kind, i, j, M, N, K, A, a_row, a_col, B, ldb, C, ldc, e);
+    for (int j = 0; j < N; j += NR)
+        for (int i = 0; i < M; i += MR) matmul_tile(kind, i, j, M, N, K, A, a_row, a_col, B, ldb, C, ldc, e);
 }
 
 static void matmul(int M, int N, int K, const float *A, long a_row, long a_col,

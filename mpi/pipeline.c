@@ -152,6 +152,12 @@ static void die_all(const char *fmt, ...) {
 //   deriv       times act'(H[i][j]) where H has C's shape and ldc (backward)
 // Three combinations are used and supported: accumulate alone (update), bias and/or
 // act (forward), deriv alone (backward).
+//
+// Tile order: column panels of C outside, row blocks inside. One NR-column panel of B
+// (layer 1's W: 784 x 64 floats, 200 KB) then stays in L2 while every row block of A
+// streams past it; with row blocks outside, the whole of B (800 KB) passes through L2
+// for every 6-row block and, at batch 512, the batch's activations push it out. Each
+// element is still one sum over K in the same order: the order of tiles changes no bit.
 
 enum { ACT_NONE = -1 };
 
@@ -262,11 +268,11 @@ micro_tile(const int kind, const int mr, const int nv, int K, const float *restr
 static inline __attribute__((always_inline)) void
 matmul_tiles(const int kind, int M, int N, int K, const float *A, long a_row, long a_col,
              const float *B, long ldb, float *C, long ldc, const epilogue *e) {
-    for (int i = 0; i < M; i += MR) {
-        int mr = M - i < MR ? M - i : MR;
-        const float *Ai = A + (long)i * a_row;
-        for (int j = 0; j < N; j += NR) {
-            int nc = N - j < NR ? N - j : NR;
+    for (int j = 0; j < N; j += NR) {       /* column panels outside (see above) */
+        int nc = N - j < NR ? N - j : NR;
+        for (int i = 0; i < M; i += MR) {
+            int mr = M - i < MR ? M - i : MR;
+            const float *Ai = A + (long)i * a_row;
             int nv = (nc + 15) / 16;
             int tail = nc - 16 * (nv - 1);                       /* 1..16 columns */
             __mmask16 mlast = (__mmask16)(tail == 16 ? 0xFFFF : (1u << tail) - 1);
@@ -295,10 +301,10 @@ static void matmul_own(int M, int N, int K, const float *A, long a_row, long a_c
 #define NR 32
 static void matmul_own(int M, int N, int K, const float *A, long a_row, long a_col,
                        const float *B, long ldb, float *C, long ldc, const epilogue *e) {
-    for (int i = 0; i < M; i += MR) {
-        int mr = M - i < MR ? M - i : MR;
-        for (int j = 0; j < N; j += NR) {
-            int nc = N - j < NR ? N - j : NR;
+    for (int j = 0; j < N; j += NR) {
+        int nc = N - j < NR ? N - j : NR;
+        for (int i = 0; i < M; i += MR) {
+            int mr = M - i < MR ? M - i : MR;
             float acc[MR][NR];
             memset(acc, 0, sizeof acc);
             for (int k = 0; k < K; k++) {
