@@ -18,31 +18,36 @@
  *              step (only the float summation order differs). --batch-per-rank B instead
  *              gives every rank B rows per step (a global batch of P*B: seed report 003's
  *              semantics, with P times fewer updates per epoch).
- *   OpenMP     T threads per rank (--threads) share each step: the convolution + ReLU +
- *              pooling and the convolution's weight gradient run as `omp for
- *              collapse(2)` over (sample x filter), report 003's listing 1, with the
- *              static schedule (each thread a block of samples, so each image is fetched
- *              by one core only); the dense layer's forward, the softmax and dL/dpooled
- *              are shared out by rows of the batch, its weight gradient by columns of W
- *              (every sample, so each element is one sum in sample order). Every
- *              (sample, filter) iteration of the conv backward writes its gradient (9 taps
- *              + bias) into its own slot of a per-step buffer: no shared gradient buffer,
- *              no lock, no atomics; the master sums the slots in sample order — a
- *              fixed-order reduction, so the result does not depend on T: for a given P
- *              any T gives bit-identical weights (tests/test_cnn.sh checks it).
- *              (Sharing the step by filters instead — each thread all samples of its
- *              filters and their columns of the dense layer — was measured slower: both
- *              cores then fetch every image.)
+ *   OpenMP     T threads per rank (--threads) share each step by samples: thread t takes
+ *              a contiguous block of the rank's rows (sizes differ by at most one) and
+ *              runs, without a barrier, everything that is per sample on it — the
+ *              (sample x filter) iterations of report 003's listing 1 (conv + ReLU +
+ *              pooling) for its samples, their logits, softmax and dL/dpooled, and the
+ *              conv backward — then its gradient sums over those samples into a buffer of
+ *              its own: the conv gradient of each (sample, filter) into its own slot,
+ *              summed in sample order; the dense weights as one product over its samples;
+ *              the biases. Every activation a thread reads was written by its own core.
+ *              The threads' buffers are then added in thread order (a fixed-order
+ *              reduction: a run is reproducible for a given T; T = 1 is the plain sum, and
+ *              1 x 2 adds the same two block sums as 2 x 1, so the two are bit-identical).
+ *              Thread t adds and applies its block of columns of the dense weights; the
+ *              master adds and applies the 90 conv and bias parameters. (Evaluation,
+ *              forward only, runs the conv as `omp for collapse(2)` over (sample x filter),
+ *              the listing itself. Training ran that way too, with the dense weight
+ *              gradient shared by columns over every sample and 4 barriers per step; the
+ *              per-sample blocks are faster on 2 cores (README, CNN section): with columns,
+ *              each core re-read the 86 KB of pooled activations the other had just
+ *              written. Sharing by filters, each thread all samples of its
+ *              filters, was slower still: both cores then fetch every image.)
  * Communicated per step (--sync), by the master thread of each rank (MPI_THREAD_FUNNELED,
  * checked at start-up), all the gradient sums (13,610 floats by default):
  *   allreduce     one MPI_Allreduce; every rank updates its replica.
  *   reduce-bcast  MPI_Reduce to rank 0, rank 0 updates, MPI_Bcast of the parameters
  *                 (the scheme of seed report 003: "summed on a master core and sent").
- * Synchronised per step, within a rank: 4 barriers (conv outputs written; dL/dpooled
- * written; all gradients written; the master's MPI call and its update of the 90 conv and
- * bias parameters done) — 6 with reduce-bcast. The threads' update of their columns of
- * the dense weights needs no barrier after it: they are next read after the following
- * step's first barrier.
+ * Synchronised per step, within a rank: one rank — 2 barriers (every thread's sums
+ * written; the parameters updated), and no MPI call: there is nothing to exchange. P ranks —
+ * 4 barriers (sums written; the rank's sums combined; the master's MPI call and its update
+ * of the small part done; WdT rewritten), 6 with reduce-bcast.
  * Per epoch, outside the timed training: loss, correct counts, times, the seconds inside
  * MPI calls and inside barriers are reduced to rank 0. Only rank 0 prints and writes the
  * CSV. Data: every rank loads the whole training set (the shuffle is global) and its own
@@ -222,6 +227,12 @@ static void die_all(const char *fmt, ...) {
 //   deriv       times act'(H[i][j]) where H has C's shape and ldc (backward)
 // Three combinations are used and supported: accumulate alone (update), bias and/or
 // act (forward), deriv alone (backward).
+//
+// Tile order: column panels of C outside, row blocks inside. One NR-column panel of B
+// (layer 1's W: 784 x 64 floats, 200 KB) then stays in L2 while every row block of A
+// streams past it; with row blocks outside, the whole of B (800 KB) passes through L2
+// for every 6-row block and, at batch 512, the batch's activations push it out. Each
+// element is still one sum over K in the same order: the order of tiles changes no bit.
 
 enum { ACT_NONE = -1 };
 
@@ -332,11 +343,11 @@ micro_tile(const int kind, const int mr, const int nv, int K, const float *restr
 static inline __attribute__((always_inline)) void
 matmul_tiles(const int kind, int M, int N, int K, const float *A, long a_row, long a_col,
              const float *B, long ldb, float *C, long ldc, const epilogue *e) {
-    for (int i = 0; i < M; i += MR) {
-        int mr = M - i < MR ? M - i : MR;
-        const float *Ai = A + (long)i * a_row;
-        for (int j = 0; j < N; j += NR) {
-            int nc = N - j < NR ? N - j : NR;
+    for (int j = 0; j < N; j += NR) {       /* column panels outside (see above) */
+        int nc = N - j < NR ? N - j : NR;
+        for (int i = 0; i < M; i += MR) {
+            int mr = M - i < MR ? M - i : MR;
+            const float *Ai = A + (long)i * a_row;
             int nv = (nc + 15) / 16;
             int tail = nc - 16 * (nv - 1);                       /* 1..16 columns */
             __mmask16 mlast = (__mmask16)(tail == 16 ? 0xFFFF : (1u << tail) - 1);
@@ -365,10 +376,10 @@ static void matmul_own(int M, int N, int K, const float *A, long a_row, long a_c
 #define NR 32
 static void matmul_own(int M, int N, int K, const float *A, long a_row, long a_col,
                        const float *B, long ldb, float *C, long ldc, const epilogue *e) {
-    for (int i = 0; i < M; i += MR) {
-        int mr = M - i < MR ? M - i : MR;
-        for (int j = 0; j < N; j += NR) {
-            int nc = N - j < NR ? N - j : NR;
+    for (int j = 0; j < N; j += NR) {
+        int nc = N - j < NR ? N - j : NR;
+        for (int i = 0; i < M; i += MR) {
+            int mr = M - i < MR ? M - i : MR;
             float acc[MR][NR];
             memset(acc, 0, sizeof acc);
             for (int k = 0; k < K; k++) {
@@ -440,7 +451,10 @@ typedef struct {
     float *logits;                /* rows x 10, then dL/dlogits */
     float *dpool;                 /* rows x prow: dL/dpooled */
     float *slot;                  /* rows x F x SLOT: conv gradient of each (sample, filter) */
-    float *slot_sum;              /* F x SLOT */
+    int threads;                  /* T: the team that trains on these buffers */
+    float *slot_sum;              /* T x F x SLOT: each thread's sum of its samples' slots */
+    float *parts;                 /* (T - 1) x params_alloc: the gradient sums of threads 1..T-1
+                                     over their samples (thread 0's are grad itself) */
     double *loss_row;             /* rows: cross-entropy of each sample */
 } cnn;
 
@@ -452,8 +466,9 @@ static float *alloc_floats(long n) {
 }
 #define PAD16(n) (((n) + 15L) / 16 * 16)   /* floats: keep each view 64-byte aligned */
 
-static int cnn_init(cnn *m, int side, int filters, uint64_t seed, int max_rows) {
+static int cnn_init(cnn *m, int side, int filters, uint64_t seed, int max_rows, int threads) {
     memset(m, 0, sizeof *m);
+    m->threads = threads;
     int F = filters;
     m->side = side;
     m->filters = F;
@@ -489,7 +504,8 @@ static int cnn_init(cnn *m, int side, int filters, uint64_t seed, int max_rows) 
     m->logits = alloc_floats((long)max_rows * CLASSES);
     m->dpool = alloc_floats(rf);
     m->slot = alloc_floats((long)max_rows * F * SLOT);
-    m->slot_sum = alloc_floats((long)F * SLOT);
+    m->slot_sum = alloc_floats((long)threads * F * SLOT);
+    if (threads > 1 && !(m->parts = alloc_floats((long)(threads - 1) * m->params_alloc))) return -1;
     m->loss_row = malloc(sizeof(double) * (size_t)max_rows);
     if (!m->pooled || !m->arg || !m->logits || !m->dpool || !m->slot || !m->slot_sum || !m->loss_row)
         return -1;
@@ -499,8 +515,16 @@ static int cnn_init(cnn *m, int side, int filters, uint64_t seed, int max_rows) 
 
 static void cnn_free(cnn *m) {
     free(m->params); free(m->grad); free(m->WdT); free(m->pooled); free(m->arg);
-    free(m->logits); free(m->dpool); free(m->slot); free(m->slot_sum); free(m->loss_row);
+    free(m->logits); free(m->dpool); free(m->slot); free(m->slot_sum); free(m->parts); free(m->loss_row);
 }
+
+/* Thread t's gradient sums over its samples, laid out like params: thread 0's are grad
+ * itself (with T = 1 nothing is ever combined), the others' live in parts. */
+static float *thread_grad(const cnn *m, int t) {
+    return t == 0 ? m->grad : m->parts + (long)(t - 1) * m->params_alloc;
+}
+/* In g, a gradient buffer laid out like grad: the counterpart of view_of_grad (m->gWd, ...) */
+static float *grad_view(const cnn *m, float *g, const float *view_of_grad) { return g + (view_of_grad - m->grad); }
 
 /* model FLOP per training sample, counted like the MLP trainers: forward 2*MACs per
  * layer, weight gradients the same, input gradients for every layer but the first (so
@@ -694,7 +718,8 @@ static inline void prefetch_image(const float *img, long SS) {
 /* conv + ReLU + pool of `rows` samples: `omp for collapse(2)` over (sample x filter),
  * report 003's listing 1; the static schedule gives each thread a contiguous block of
  * samples, all filters of each, so every image is read by one thread only. Sample b is
- * base + idx[b] (or base + b) images in. Called by every thread; no barrier at the end. */
+ * base + idx[b] (or base + b) images in. Called by every thread; no barrier at the end.
+ * Evaluation uses it; training uses conv_pool_forward_rows (see train_step). */
 static void conv_pool_forward(cnn *m, const float *base, const uint32_t *idx, int rows) {
     int F = m->filters;
     long SS = (long)m->side * m->side;
@@ -705,6 +730,19 @@ static void conv_pool_forward(cnn *m, const float *base, const uint32_t *idx, in
             conv_pool_forward_one(m, base + (idx ? (long)idx[b] : b) * SS, f, m->pooled + b * m->prow + f * m->fstride,
                                   m->arg + b * m->arow + f * m->astride);
         }
+}
+
+/* conv + ReLU + pool of samples [r0, r1), every filter, in the calling thread: the same
+ * (sample x filter) iterations as conv_pool_forward, a thread's block of whole samples */
+static void conv_pool_forward_rows(cnn *m, const float *base, const uint32_t *idx, long r0, long r1) {
+    int F = m->filters;
+    long SS = (long)m->side * m->side;
+    for (long b = r0; b < r1; b++) {
+        if (b + 1 < r1) prefetch_image(base + (idx ? (long)idx[b + 1] : b + 1) * SS, SS);
+        for (int f = 0; f < F; f++)
+            conv_pool_forward_one(m, base + (idx ? (long)idx[b] : b) * SS, f, m->pooled + b * m->prow + f * m->fstride,
+                                  m->arg + b * m->arow + f * m->astride);
+    }
 }
 
 /* logits of rows [r0, r1) = pooled . Wd^T + bd (serial's kernel, the bias in its epilogue) */
@@ -741,7 +779,8 @@ static double softmax_xent(float *restrict z, const unsigned char *restrict y, i
 }
 
 // ----------------------------------------------------------------------------
-// backward: the plain gradient sums of this rank's rows into grad (nothing updated yet)
+// backward: the plain gradient sums of a thread's rows into its gradient buffer g
+// (thread_grad; nothing updated yet)
 
 /* dL/dpooled of rows [r0, r1) = dlogits . Wd */
 static void dense_backward_input(cnn *m, long r0, long r1) {
@@ -750,19 +789,18 @@ static void dense_backward_input(cnn *m, long r0, long r1) {
            m->dpool + r0 * m->prow, m->prow, &EPI_PLAIN);
 }
 
-/* gWd columns [j0, j1) = dlogits^T . pooled over the `rows` samples. Each element is
- * summed over the samples in order inside the kernel, whichever thread computes it. */
-static void dense_backward_weights(cnn *m, int rows, long j0, long j1) {
-    if (j1 <= j0) return;
-    matmul(CLASSES, (int)(j1 - j0), rows, m->logits, 1, CLASSES, m->pooled + j0, m->prow,
-           m->gWd + j0, m->features, &EPI_PLAIN);
+/* gWd of g = dlogits^T . pooled over the samples [r0, r1), each element summed over them
+ * in order inside the kernel (an empty block gives zeros) */
+static void dense_backward_weights(cnn *m, long r0, long r1, float *g) {
+    matmul(CLASSES, m->features, (int)(r1 - r0), m->logits + r0 * CLASSES, 1, CLASSES, m->pooled + r0 * m->prow,
+           m->prow, grad_view(m, g, m->gWd), m->features, &EPI_PLAIN);
 }
 
-/* gbd = column sums of dlogits, in sample order */
-static void dense_backward_bias(cnn *m, int rows) {
-    float *restrict db = m->gbd;
+/* gbd of g = column sums of dlogits over the samples [r0, r1), in sample order */
+static void dense_backward_bias(cnn *m, long r0, long r1, float *g) {
+    float *restrict db = grad_view(m, g, m->gbd);
     for (int c = 0; c < CLASSES; c++) db[c] = 0.0f;
-    for (int i = 0; i < rows; i++) {
+    for (long i = r0; i < r1; i++) {
         const float *restrict d = m->logits + (long)i * CLASSES;
         for (int c = 0; c < CLASSES; c++) db[c] += d[c];
     }
@@ -864,34 +902,61 @@ static void conv_backward_one(const cnn *m, const float *restrict img, const flo
 }
 #endif
 
-/* The conv gradients of `rows` samples, one slot per (sample, filter): `omp for
- * collapse(2)` over (sample x filter) with the forward's schedule. No barrier at the end. */
-static void conv_backward(cnn *m, const float *base, const uint32_t *idx, int rows) {
+/* The conv gradients of samples [r0, r1), one slot per (sample, filter), in the calling
+ * thread (the samples it convolved in the forward pass). */
+static void conv_backward_rows(cnn *m, const float *base, const uint32_t *idx, long r0, long r1) {
     int F = m->filters;
     long SS = (long)m->side * m->side;
-#pragma omp for collapse(2) schedule(static) nowait
-    for (int b = 0; b < rows; b++)
+    for (long b = r0; b < r1; b++) {
+        if (b + 1 < r1) prefetch_image(base + (idx ? (long)idx[b + 1] : b + 1) * SS, SS);
         for (int f = 0; f < F; f++) {
             long fo = b * m->prow + (long)f * m->fstride;
-            if (f == 0 && b + 1 < rows) prefetch_image(base + (idx ? (long)idx[b + 1] : b + 1) * SS, SS);
             conv_backward_one(m, base + (idx ? (long)idx[b] : b) * SS, m->pooled + fo, m->arg + b * m->arow + f * m->astride,
-                              m->dpool + fo, m->slot + ((long)b * F + f) * SLOT);
+                              m->dpool + fo, m->slot + (b * F + f) * SLOT);
         }
+    }
 }
 
-/* The fixed-order reduction: gWc, gbc = the slots summed over the samples in sample
- * order (one thread; F x SLOT floats per sample), so the sum does not depend on T. */
-static void conv_grad_sum(cnn *m, int rows) {
+/* gWc, gbc of g = the slots of samples [r0, r1) summed in sample order (F x SLOT floats
+ * per sample), through the scratch s of F x SLOT floats */
+static void conv_grad_sum(cnn *m, long r0, long r1, float *g, float *restrict s) {
     int F = m->filters, n = F * SLOT;
-    float *restrict s = m->slot_sum;
+    float *gWc = grad_view(m, g, m->gWc), *gbc = grad_view(m, g, m->gbc);
     for (int i = 0; i < n; i++) s[i] = 0.0f;
-    for (int b = 0; b < rows; b++) {
-        const float *restrict sb = m->slot + (long)b * n;
+    for (long b = r0; b < r1; b++) {
+        const float *restrict sb = m->slot + b * n;
         for (int i = 0; i < n; i++) s[i] += sb[i];
     }
     for (int f = 0; f < F; f++) {
-        for (int k = 0; k < 9; k++) m->gWc[k * F + f] = s[f * SLOT + k];
-        m->gbc[f] = s[f * SLOT + 9];
+        for (int k = 0; k < 9; k++) gWc[k * F + f] = s[f * SLOT + k];
+        gbc[f] = s[f * SLOT + 9];
+    }
+}
+
+/* The threads' sums combined in thread order, into grad (thread 0's): grad += g_1, then
+ * += g_2, ... — a fixed order, so a run is reproducible for a given T, and with T = 2 the
+ * two blocks of a batch are added exactly as two ranks' sums are (1 x 2 == 2 x 1).
+ * combine_small: the master, the conv and dense biases and conv weights (the small part);
+ * combine_dense_slice: thread t, its block of columns of gWd (every class). */
+static void add_into(float *restrict dst, const float *restrict src, long n) {
+    for (long i = 0; i < n; i++) dst[i] += src[i];
+}
+
+static void combine_small(cnn *m, int active) {
+    for (int u = 1; u < active; u++) {
+        float *g = thread_grad(m, u);
+        add_into(m->gWc, grad_view(m, g, m->gWc), 9L * m->filters);
+        add_into(m->gbc, grad_view(m, g, m->gbc), m->filters);
+        add_into(m->gbd, grad_view(m, g, m->gbd), CLASSES);
+    }
+}
+
+static void combine_dense_slice(cnn *m, int active, int t, int T) {
+    long j0, j1, n = m->features;
+    split(n, t, T, &j0, &j1);
+    for (int u = 1; u < active; u++) {
+        const float *gu = grad_view(m, thread_grad(m, u), m->gWd);
+        for (int c = 0; c < CLASSES; c++) add_into(m->gWd + c * n + j0, gu + c * n + j0, j1 - j0);
     }
 }
 
@@ -971,41 +1036,62 @@ static void transpose_slice(cnn *m, int t, int T) {
 }
 
 /* One SGD step on this rank's `rows` samples (images idx[0..rows) of d) of a global batch
- * of batch_rows samples; called by every thread of the team. Four barriers (six with
- * reduce-bcast); the update needs none after it: its blocks of Wd and WdT are next read
- * after the following step's first barrier, and the parameters the convolution reads
- * were updated by the master before the fourth. The master adds this rank's summed loss
- * to *loss. */
+ * of batch_rows samples; called by every thread of the team. Thread t takes a block of
+ * whole samples (split: sizes differ by at most one) and runs everything that is per
+ * sample on it without a barrier — conv + ReLU + pool, logits, softmax, dL/dpooled,
+ * the conv backward — then its gradient sums over those samples into its own buffer
+ * (thread_grad: the conv slots in sample order, the dense weights as one product over its
+ * samples, the biases): every activation it reads was written by its own core. Then:
+ *   one rank   barrier; thread t combines and applies its block of columns of the dense
+ *              weights and rewrites that block of WdT; the master combines and applies
+ *              the small part (conv weights, biases) and sums the losses; barrier.
+ *              2 barriers per step, no MPI call (nothing to exchange).
+ *   P ranks    barrier; the rank's sums combined into grad (as above); barrier; the
+ *              master's MPI call and its update of the small part; barrier; the dense
+ *              block updated (allreduce: every rank; reduce-bcast: rank 0, then a barrier,
+ *              the master's MPI_Bcast, a barrier) and transposed; barrier (WdT complete
+ *              before the next step's logits). 4 barriers (6 with reduce-bcast).
+ * Threads after the first `rows` have no samples (a batch smaller than T) and add nothing;
+ * thread 0 always writes its sums, zeros for a rank without rows. The master adds this
+ * rank's summed loss to *loss. */
 static void train_step(cnn *m, thread_stats *st, const dataset *d, const uint32_t *idx, int rows, int batch_rows,
                        float lr, double *loss, int t, int T) {
-    /* forward: conv + ReLU + pool over (sample x filter) */
-    conv_pool_forward(m, d->x, idx, rows);
-    team_barrier(st);
-    /* this thread's rows: logits, softmax + cross-entropy, dL/dpooled */
     long r0, r1;
     split(rows, t, T, &r0, &r1);
-    dense_forward(m, r0, r1);
-    for (long i = r0; i < r1; i++) {
-        unsigned char y = d->y[idx[i]];
-        m->loss_row[i] = softmax_xent(m->logits + i * CLASSES, &y, 1, CLASSES, &st->correct);
+    int active = rows < T ? (rows > 0 ? rows : 1) : T;   /* threads 0..active-1 hold sums */
+    if (t < active) {
+        float *g = thread_grad(m, t);
+        conv_pool_forward_rows(m, d->x, idx, r0, r1);
+        dense_forward(m, r0, r1);
+        for (long i = r0; i < r1; i++) {
+            unsigned char y = d->y[idx[i]];
+            m->loss_row[i] = softmax_xent(m->logits + i * CLASSES, &y, 1, CLASSES, &st->correct);
+        }
+        dense_backward_input(m, r0, r1);
+        conv_backward_rows(m, d->x, idx, r0, r1);
+        conv_grad_sum(m, r0, r1, g, m->slot_sum + (long)t * m->filters * SLOT);
+        dense_backward_weights(m, r0, r1, g);
+        dense_backward_bias(m, r0, r1, g);
     }
-    dense_backward_input(m, r0, r1);
-    team_barrier(st);
-    /* weight gradients: this thread's columns of Wd (every sample), then conv over
-     * (sample x filter) */
-    long j0, j1;
-    split(m->features, t, T, &j0, &j1);
-    dense_backward_weights(m, rows, j0, j1);
-    if (t == T - 1) dense_backward_bias(m, rows);
-    conv_backward(m, d->x, idx, rows);
-    team_barrier(st);
-    /* the master sums the conv slots and the losses in order, talks to the other ranks and
-     * updates the small parameters */
+    team_barrier(st);            /* every thread's sums complete */
     float scale = -lr / (float)batch_rows;
+    combine_dense_slice(m, active, t, T);
 #pragma omp master
     {
-        conv_grad_sum(m, rows);
+        combine_small(m, active);
         for (int i = 0; i < rows; i++) *loss += m->loss_row[i];
+    }
+    if (nranks == 1) {
+        update_slice(m, scale, t, T);
+        transpose_slice(m, t, T);
+#pragma omp master
+        update_small(m, scale);
+        team_barrier(st);        /* parameters updated before the next step reads them */
+        return;
+    }
+    team_barrier(st);            /* this rank's sums complete in grad */
+#pragma omp master
+    {
         exchange_gradients(m);
         if (sync_mode == SYNC_ALLREDUCE || rank == 0) update_small(m, scale);
     }
@@ -1018,6 +1104,7 @@ static void train_step(cnn *m, thread_stats *st, const dataset *d, const uint32_
         team_barrier(st);
     }
     transpose_slice(m, t, T);
+    team_barrier(st);            /* WdT complete before the next step's logits */
 }
 
 // ----------------------------------------------------------------------------
@@ -1193,7 +1280,7 @@ int main(int argc, char **argv) {
     double *epoch_sec = malloc(sizeof(double) * (size_t)o->epochs);
     double *comm_sec = malloc(sizeof(double) * (size_t)o->epochs);
     double *sync_sec = malloc(sizeof(double) * (size_t)o->epochs);
-    bad = cnn_init(&m, train.side, co.filters, o->seed, max_rows) || !order || !st || !loss_curve || !acc_curve ||
+    bad = cnn_init(&m, train.side, co.filters, o->seed, max_rows, T) || !order || !st || !loss_curve || !acc_curve ||
           !epoch_sec || !comm_sec || !sync_sec;
     agree_or_die(bad, "out of memory", 1);
     if (m.params_alloc > INT_MAX) die_all("--filters/--image-size: %ld parameters are more than one MPI message can count", m.params_alloc);

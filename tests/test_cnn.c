@@ -7,9 +7,9 @@
  * maximum of the 2x2 window in row-major order gets the gradient), the AVX-512 kernels
  * against the scalar reference on awkward sizes (forward bit-identical, backward within
  * 2e-5 relative: the lanes sum in another order), a central finite-difference check of
- * the whole CNN's gradient, and that T threads give bit-identical weights to one thread.
- * MPI runs as a singleton (one rank, no mpirun): the training step's collectives are then
- * no-ops, and nothing else here needs them.
+ * the whole CNN's gradient, and that T threads stay within 1e-5 of one thread
+ * (bit-identical on a rerun). MPI runs as a singleton (one rank, no mpirun): the training
+ * step then makes no MPI call, and nothing else here needs one.
  */
 #define TESTING
 #pragma GCC diagnostic ignored "-Wunused-function"
@@ -29,7 +29,7 @@ static void fill(float *x, long n, uint64_t seed, float lo, float hi) {
 
 /* A model with hand-set parameters: S x S images, F filters, buffers for `rows` samples */
 static int make(cnn *m, int S, int F, int rows) {
-    if (cnn_init(m, S, F, 42, rows)) { CHECK("cnn_init", 0, "out of memory"); return -1; }
+    if (cnn_init(m, S, F, 42, rows, 8)) { CHECK("cnn_init", 0, "out of memory"); return -1; }
     return 0;
 }
 
@@ -337,10 +337,12 @@ static void test_gradient_check(void) {
     cnn_free(&m); cnn_free(&g);
 }
 
-/* T threads share each step; the sums keep their order, so the weights after several
- * steps are bit-identical for T = 1, 2, 3, 5 (rows not a multiple of T, T not dividing
- * the 8 filters, on purpose) */
-static void test_threads_bit_identical(void) {
+/* T threads share each step: each thread sums the gradient over its block of samples and
+ * the blocks' sums are added in thread order. So for T = 2, 3, 5 (rows not a multiple of
+ * T, T not dividing the 8 filters, on purpose) the weights after several steps stay within
+ * 1e-5 of 1 thread's (only the rounding of the block sums differs: measured ~1e-8), and a
+ * rerun with the same T is bit-identical (the order is fixed, not first come first served) */
+static void test_threads(void) {
     int S = 28, F = 8, rows = 13, steps = 6;
     dataset d = make_data(rows * steps, S, 9, 0.0f);
     uint32_t *idx = malloc(sizeof(uint32_t) * (size_t)rows * steps);
@@ -349,21 +351,27 @@ static void test_threads_bit_identical(void) {
     if (make(&ref, S, F, rows)) return;
     double loss_ref = steps_team(&ref, &d, idx, rows, steps, 0.1f, 1);
     for (int T = 2; T <= 5; T += (T == 3 ? 2 : 1)) {
-        cnn m;
-        if (make(&m, S, F, rows)) return;
+        cnn m, again;
+        if (make(&m, S, F, rows) || make(&again, S, F, rows)) return;
         double loss = steps_team(&m, &d, idx, rows, steps, 0.1f, T);
-        char name[96];
-        snprintf(name, sizeof name, "%d threads: weights and loss bit-identical to 1 thread after %d steps", T, steps);
-        CHECK(name, !memcmp(m.params, ref.params, sizeof(float) * (size_t)m.params_alloc) && loss == loss_ref,
-              "max rel diff %.3g, loss %.17g vs %.17g", check_max_rel_err(m.params, ref.params, m.params_alloc), loss,
-              loss_ref);
-        cnn_free(&m);
+        double loss_again = steps_team(&again, &d, idx, rows, steps, 0.1f, T);
+        double err = check_max_rel_err(m.params, ref.params, m.params_alloc);
+        double loss_err = fabs(loss - loss_ref) / fabs(loss_ref);
+        char name[128];
+        snprintf(name, sizeof name, "%d threads: weights and loss within 1e-5 of 1 thread after %d steps", T, steps);
+        CHECK(name, err <= 1e-5 && loss_err <= 1e-5, "max rel diff %.3g, loss %.17g vs %.17g (rel %.3g)", err, loss,
+              loss_ref, loss_err);
+        snprintf(name, sizeof name, "%d threads: a rerun is bit-identical", T);
+        CHECK(name, !memcmp(m.params, again.params, sizeof(float) * (size_t)m.params_alloc) && loss == loss_again,
+              "max rel diff %.3g, loss %.17g vs %.17g", check_max_rel_err(m.params, again.params, m.params_alloc), loss,
+              loss_again);
+        cnn_free(&m); cnn_free(&again);
     }
-    /* and the step did change the weights (the check above cannot pass vacuously) */
+    /* and the step did change the weights (the checks above cannot pass vacuously) */
     cnn init;
     if (make(&init, S, F, rows)) return;
-    CHECK("training steps change the weights", memcmp(init.params, ref.params, sizeof(float) * (size_t)ref.params_alloc) != 0,
-          "weights unchanged");
+    double moved = check_max_rel_err(init.params, ref.params, ref.params_alloc);
+    CHECK("training steps change the weights by far more than the tolerance", moved > 1e-3, "max change %.3g", moved);
     cnn_free(&init); cnn_free(&ref);
     free(d.x); free(d.y); free(idx);
 }
@@ -405,7 +413,7 @@ int main(int argc, char **argv) {
     test_pool_backward_ties();
     test_kernels_vs_reference();
     test_gradient_check();
-    test_threads_bit_identical();
+    test_threads();
     test_init();
     MPI_Finalize();
     CHECK_EXIT();
