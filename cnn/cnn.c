@@ -451,8 +451,8 @@ typedef struct {
     float *logits;                /* rows x 10, then dL/dlogits */
     float *dpool;                 /* rows x prow: dL/dpooled */
     float *slot;                  /* rows x F x SLOT: conv gradient of each (sample, filter) */
-    int threads;                  /* T: the team that trains on these buffers */
-    float *slot_sum;              /* T x F x SLOT: each thread's sum of its samples' slots */
+    float *slot_sum;              /* T x F x SLOT: each thread's sum of its samples' slots (T: the
+                                     team cnn_init was given; train_step's T must not exceed it) */
     float *parts;                 /* (T - 1) x params_alloc: the gradient sums of threads 1..T-1
                                      over their samples (thread 0's are grad itself) */
     double *loss_row;             /* rows: cross-entropy of each sample */
@@ -468,7 +468,6 @@ static float *alloc_floats(long n) {
 
 static int cnn_init(cnn *m, int side, int filters, uint64_t seed, int max_rows, int threads) {
     memset(m, 0, sizeof *m);
-    m->threads = threads;
     int F = filters;
     m->side = side;
     m->filters = F;
