@@ -221,12 +221,12 @@ matmul_tiles(const int kind, int M, int N, int K, const float *A, long a_row, lo
              const float *B, long ldb, float *C, long ldc, const epilogue *e) {
     for (int j = 0; j < N; j += NR) {       /* column panels outside (see above) */
         int nc = N - j < NR ? N - j : NR;
+        int nv = (nc + 15) / 16;
+        int tail = nc - 16 * (nv - 1);                           /* 1..16 columns */
+        __mmask16 mlast = (__mmask16)(tail == 16 ? 0xFFFF : (1u << tail) - 1);
         for (int i = 0; i < M; i += MR) {
             int mr = M - i < MR ? M - i : MR;
             const float *Ai = A + (long)i * a_row;
-            int nv = (nc + 15) / 16;
-            int tail = nc - 16 * (nv - 1);                       /* 1..16 columns */
-            __mmask16 mlast = (__mmask16)(tail == 16 ? 0xFFFF : (1u << tail) - 1);
             float *Cij = C + (long)i * ldc + j;
             long h_off = (long)i * ldc + j;
             switch (mr) {
