@@ -18,27 +18,30 @@
  *              step (only the float summation order differs). --batch-per-rank B instead
  *              gives every rank B rows per step (a global batch of P*B: seed report 003's
  *              semantics, with P times fewer updates per epoch).
- *   OpenMP     T threads per rank (--threads) share each step by samples: thread t takes
+ *   OpenMP     T threads per rank (--threads) share each step by samples: thread t owns
  *              a contiguous block of the rank's rows (sizes differ by at most one) and
  *              runs, without a barrier, everything that is per sample on it — the
  *              (sample x filter) iterations of report 003's listing 1 (conv + ReLU +
  *              pooling) for its samples, their logits, softmax and dL/dpooled, and the
- *              conv backward — then its gradient sums over those samples into a buffer of
- *              its own: the conv gradient of each (sample, filter) into its own slot,
- *              summed in sample order; the dense weights as one product over its samples;
- *              the biases. Every activation a thread reads was written by its own core.
- *              The threads' buffers are then added in thread order (a fixed-order
- *              reduction: a run is reproducible for a given T; T = 1 is the plain sum, and
- *              1 x 2 adds the same two block sums as 2 x 1, so the two are bit-identical).
- *              Thread t adds and applies its block of columns of the dense weights; the
- *              master adds and applies the 90 conv and bias parameters. (Evaluation,
- *              forward only, runs the conv as `omp for collapse(2)` over (sample x filter),
- *              the listing itself. Training ran that way too, with the dense weight
- *              gradient shared by columns over every sample and 4 barriers per step; the
- *              per-sample blocks are faster on 2 cores (README, CNN section): with columns,
- *              each core re-read the 86 KB of pooled activations the other had just
- *              written. Sharing by filters, each thread all samples of its
- *              filters, was slower still: both cores then fetch every image.)
+ *              conv backward — front to back, in pieces; then the dense weight gradient
+ *              over the samples it ran, as one product into a buffer of its own. A thread
+ *              done with its block takes pieces of 4 samples from the back of another's
+ *              (a core that this VM slows for a while keeps fewer of its samples). Every
+ *              sum stays that of the static split, whoever ran a piece: after the
+ *              barrier, the product over a taken tail continues the owner's chain of
+ *              roundings (matmul_continue), and the conv slots and biases are summed per
+ *              block in sample order. The threads' buffers are then added in thread order
+ *              (a fixed-order reduction: a run is reproducible for a given T; T = 1 is the
+ *              plain sum, and 1 x 2 adds the same two block sums as 2 x 1, so the two are
+ *              bit-identical). Thread t adds and applies its block of columns of the
+ *              dense weights; the master adds and applies the 90 conv and bias
+ *              parameters. (Evaluation, forward only, runs the conv as `omp for
+ *              collapse(2)` over (sample x filter), the listing itself. Training ran that
+ *              way too, with the dense weight gradient shared by columns over every sample
+ *              and 4 barriers per step; the per-sample blocks are faster on 2 cores
+ *              (README, CNN section): with columns, each core re-read the 86 KB of pooled
+ *              activations the other had just written. Sharing by filters, each thread all
+ *              samples of its filters, was slower still: both cores then fetch every image.)
  * Communicated per step (--sync), by the master thread of each rank (MPI_THREAD_FUNNELED,
  * checked at start-up), all the gradient sums (13,610 floats by default):
  *   allreduce     one MPI_Allreduce; every rank updates its replica.
@@ -78,6 +81,7 @@
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -267,11 +271,12 @@ static inline float epilogue_one(const epilogue *e, float acc, float c_old, int 
 
 /* What the epilogue does, as a compile-time constant inside the kernel (a runtime
  * test per stored vector costs a third of the time of a K = 64 product). */
-enum { EPI_FORWARD, EPI_BACKWARD, EPI_UPDATE };
+enum { EPI_FORWARD, EPI_BACKWARD, EPI_UPDATE, EPI_CONTINUE };
 
 static inline __attribute__((always_inline)) __m512
 epilogue_vec(const int kind, const epilogue *e, __m512 acc, const float *c, const float *bias,
              const float *h, __mmask16 m) {
+    if (kind == EPI_CONTINUE) return acc;   /* the chain went on from C: store it as is */
     if (kind == EPI_UPDATE)                 /* C + alpha * acc, one rounding */
         return _mm512_fmadd_ps(_mm512_set1_ps(e->alpha), acc, _mm512_maskz_loadu_ps(m, c));
     __m512 v = _mm512_mul_ps(_mm512_set1_ps(e->alpha), acc);
@@ -304,9 +309,15 @@ static inline __attribute__((always_inline)) void
 micro_tile(const int kind, const int mr, const int nv, int K, const float *restrict A, long a_row, long a_col,
            const float *restrict B, long ldb, float *restrict C, long ldc, __mmask16 mlast,
            const epilogue *e, int j, long h_off) {
-#define DECLARE(r) __m512 c##r##_0 = _mm512_setzero_ps(), c##r##_1 = c##r##_0, c##r##_2 = c##r##_0, c##r##_3 = c##r##_0;
+    /* EPI_CONTINUE (cnn only): the accumulators start from C, so a sum over K split in two
+     * calls is the same chain of roundings as one call over the whole K */
+#define INIT(r, v) (kind == EPI_CONTINUE && mr > r && nv > v \
+                    ? _mm512_maskz_loadu_ps(nv - 1 == v ? mlast : (__mmask16)0xFFFF, C + r * ldc + 16 * v) \
+                    : _mm512_setzero_ps())
+#define DECLARE(r) __m512 c##r##_0 = INIT(r, 0), c##r##_1 = INIT(r, 1), c##r##_2 = INIT(r, 2), c##r##_3 = INIT(r, 3);
     TILE_ROWS(DECLARE)
 #undef DECLARE
+#undef INIT
 #define LOAD_B(v) (nv > v ? (nv - 1 == v ? _mm512_maskz_loadu_ps(mlast, bk + 16 * v) : _mm512_loadu_ps(bk + 16 * v)) \
                           : _mm512_setzero_ps())
     for (int k = 0; k < K; k++) {
@@ -370,6 +381,12 @@ static void matmul_own(int M, int N, int K, const float *A, long a_row, long a_c
     else if (e->deriv) matmul_tiles(EPI_BACKWARD, M, N, K, A, a_row, a_col, B, ldb, C, ldc, e);
     else matmul_tiles(EPI_FORWARD, M, N, K, A, a_row, a_col, B, ldb, C, ldc, e);
 }
+/* C += A . B as the continuation of the sums already in C: each element's chain of
+ * fused multiply-adds goes on over this K (cnn only: see train_step) */
+static void matmul_continue(int M, int N, int K, const float *A, long a_row, long a_col,
+                            const float *B, long ldb, float *C, long ldc) {
+    matmul_tiles(EPI_CONTINUE, M, N, K, A, a_row, a_col, B, ldb, C, ldc, &EPI_PLAIN);
+}
 #else
 /* Portable path: the same tiling with plain loops the compiler vectorizes along j. */
 #define MR 4
@@ -396,6 +413,15 @@ static void matmul_own(int M, int N, int K, const float *A, long a_row, long a_c
                 }
         }
     }
+}
+static void matmul_continue(int M, int N, int K, const float *A, long a_row, long a_col,
+                            const float *B, long ldb, float *C, long ldc) {
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            float acc = C[(long)i * ldc + j];
+            for (int k = 0; k < K; k++) acc = fmaf(A[(long)i * a_row + (long)k * a_col], B[(long)k * ldb + j], acc);
+            C[(long)i * ldc + j] = acc;
+        }
 }
 #endif
 
@@ -1034,49 +1060,144 @@ static void transpose_slice(cnn *m, int t, int T) {
         for (int c = 0; c < CLASSES; c++) m->WdT[j * CLASSES + c] = m->Wd[c * n + j];
 }
 
+// ----------------------------------------------------------------------------
+// sharing a step: thread t owns block t of the rank's samples (split: sizes differ by at
+// most one) and takes pieces of it from the front; a thread done with its own block
+// takes pieces from the back of another's. Who ran a sample changes no value: the
+// per-sample results go to that sample's rows, and every sum over a block is one chain
+// in sample order (the owner's prefix, then the taken tail continued after the barrier).
+
+#define PIECE 4   /* samples per piece taken from the back of another thread's block: the
+                     dense products are matrix products over a piece's rows, so a piece of
+                     1 would run them one row at a time */
+
+typedef struct {
+    _Alignas(64) _Atomic uint64_t span;   /* samples [front, back) of the block not yet taken,
+                                             front << 32 | back (own cache line: it is the
+                                             one word the threads contend for) */
+    long owner_end;                       /* the owner ran [its start, owner_end) itself; the
+                                             rest of the block was taken by others */
+} sample_block;
+static sample_block blocks[MAX_THREADS];
+static int test_hold_owner = -1;   /* tests/test_cnn.c: this thread starts its own block only
+                                      once another has taken a piece of it */
+
+/* Claims the next piece [*lo, *hi) of block b: from the front, half of what is left and
+ * at least PIECE samples (the owner; `all`: everything, one thread alone), or PIECE
+ * samples from the back (another thread). Returns 0 when nothing is left; *lo is then
+ * where the owner's part ends. */
+static int take_piece(sample_block *b, int from_front, int all, long *lo, long *hi) {
+    uint64_t s = atomic_load_explicit(&b->span, memory_order_relaxed), next;
+    for (;;) {
+        long front = (long)(s >> 32), back = (long)(s & 0xffffffffu), left = back - front, n;
+        if (left <= 0) { *lo = *hi = front; return 0; }
+        if (from_front) {
+            n = all ? left : left / 2 > PIECE ? left / 2 : PIECE;
+            if (n > left) n = left;
+            *lo = front; *hi = front + n;
+            next = (uint64_t)(front + n) << 32 | (uint64_t)back;
+        } else {
+            n = PIECE < left ? PIECE : left;
+            *lo = back - n; *hi = back;
+            next = (uint64_t)front << 32 | (uint64_t)(back - n);
+        }
+        if (atomic_compare_exchange_weak_explicit(&b->span, &s, next, memory_order_relaxed, memory_order_relaxed))
+            return 1;
+    }
+}
+
+/* Everything that is per sample, for samples [r0, r1) of the step, in the calling
+ * thread: conv + ReLU + pool, logits, softmax (loss and dL/dlogits), dL/dpooled, the conv
+ * backward into each (sample, filter)'s slot. */
+static void sample_pass(cnn *m, thread_stats *st, const dataset *d, const uint32_t *idx, long r0, long r1) {
+    conv_pool_forward_rows(m, d->x, idx, r0, r1);
+    dense_forward(m, r0, r1);
+    for (long i = r0; i < r1; i++) {
+        unsigned char y = d->y[idx[i]];
+        m->loss_row[i] = softmax_xent(m->logits + i * CLASSES, &y, 1, CLASSES, &st->correct);
+    }
+    dense_backward_input(m, r0, r1);
+    conv_backward_rows(m, d->x, idx, r0, r1);
+}
+
+/* After the barrier, thread t's block of columns of every holding thread's dense weight
+ * sums: the chain over what was taken from the end of that block, continued from the
+ * owner's prefix (nothing taken: nothing to do) */
+static void finish_taken_tails(cnn *m, int rows, int active, int t, int T) {
+    long j0, j1, n = m->features;
+    split(n, t, T, &j0, &j1);
+    if (j1 <= j0) return;
+    for (int u = 0; u < active; u++) {
+        long lo, hi;
+        split(rows, u, T, &lo, &hi);
+        long from = blocks[u].owner_end;
+        if (from >= hi) continue;
+        matmul_continue(CLASSES, (int)(j1 - j0), (int)(hi - from), m->logits + from * CLASSES, 1, CLASSES,
+                        m->pooled + from * m->prow + j0, m->prow, grad_view(m, thread_grad(m, u), m->gWd) + j0, n);
+    }
+}
+
+/* The master, after the barrier: the conv and dense-bias sums of each holding thread's
+ * block (slots and dL/dlogits in sample order) into that thread's buffer */
+static void small_sums(cnn *m, int rows, int active, int T) {
+    for (int u = 0; u < active; u++) {
+        long lo, hi;
+        split(rows, u, T, &lo, &hi);
+        float *g = thread_grad(m, u);
+        conv_grad_sum(m, lo, hi, g, m->slot_sum);
+        dense_backward_bias(m, lo, hi, g);
+    }
+}
+
 /* One SGD step on this rank's `rows` samples (images idx[0..rows) of d) of a global batch
- * of batch_rows samples; called by every thread of the team. Thread t takes a block of
- * whole samples (split: sizes differ by at most one) and runs everything that is per
- * sample on it without a barrier — conv + ReLU + pool, logits, softmax, dL/dpooled,
- * the conv backward — then its gradient sums over those samples into its own buffer
- * (thread_grad: the conv slots in sample order, the dense weights as one product over its
- * samples, the biases): every activation it reads was written by its own core. Then:
- *   one rank   barrier; thread t combines and applies its block of columns of the dense
- *              weights and rewrites that block of WdT; the master combines and applies
- *              the small part (conv weights, biases) and sums the losses; barrier.
- *              2 barriers per step, no MPI call (nothing to exchange).
+ * of batch_rows samples; called by every thread of the team.
+ *   Per-sample work, no barrier: thread t runs its block's samples front to back, in
+ *   pieces (sample_pass), then the dense weight gradient over the part it ran as one
+ *   product into its own buffer (thread_grad); then it takes pieces from the back of
+ *   blocks not yet finished (a core the VM slows for a while keeps fewer of its samples:
+ *   README, CNN). Every activation the owner's product reads was written by its core.
+ *   one rank   barrier; thread t continues the sums of every block over its taken tail
+ *              for its block of columns of the dense weights, adds the threads' sums in
+ *              thread order, applies them and rewrites that block of WdT; the master sums
+ *              each block's conv slots and dense bias, adds them in thread order, applies
+ *              them and sums the losses; barrier. 2 barriers per step, no MPI call.
  *   P ranks    barrier; the rank's sums combined into grad (as above); barrier; the
  *              master's MPI call and its update of the small part; barrier; the dense
  *              block updated (allreduce: every rank; reduce-bcast: rank 0, then a barrier,
  *              the master's MPI_Bcast, a barrier) and transposed; barrier (WdT complete
  *              before the next step's logits). 4 barriers (6 with reduce-bcast).
- * Threads after the first `rows` have no samples (a batch smaller than T) and add nothing;
- * thread 0 always writes its sums, zeros for a rank without rows. The master adds this
- * rank's summed loss to *loss. */
+ * The sums are those of a static split — block t's sums in sample order, the blocks'
+ * sums added in thread order — whoever ran which piece: a run is reproducible for a
+ * given T, and 1 x 2 adds the same two block sums as 2 x 1 (bit-identical). Threads
+ * after the first `rows` own no samples (a batch smaller than T) and hold no sums;
+ * thread 0 always does, zeros for a rank without rows. The master adds this rank's
+ * summed loss to *loss. */
 static void train_step(cnn *m, thread_stats *st, const dataset *d, const uint32_t *idx, int rows, int batch_rows,
                        float lr, double *loss, int t, int T) {
-    long r0, r1;
+    long r0, r1, lo, hi;
     split(rows, t, T, &r0, &r1);
     int active = rows < T ? (rows > 0 ? rows : 1) : T;   /* threads 0..active-1 hold sums */
-    if (t < active) {
-        float *g = thread_grad(m, t);
-        conv_pool_forward_rows(m, d->x, idx, r0, r1);
-        dense_forward(m, r0, r1);
-        for (long i = r0; i < r1; i++) {
-            unsigned char y = d->y[idx[i]];
-            m->loss_row[i] = softmax_xent(m->logits + i * CLASSES, &y, 1, CLASSES, &st->correct);
-        }
-        dense_backward_input(m, r0, r1);
-        conv_backward_rows(m, d->x, idx, r0, r1);
-        conv_grad_sum(m, r0, r1, g, m->slot_sum + (long)t * m->filters * SLOT);
-        dense_backward_weights(m, r0, r1, g);
-        dense_backward_bias(m, r0, r1, g);
+    atomic_store_explicit(&blocks[t].span, (uint64_t)r0 << 32 | (uint64_t)r1, memory_order_relaxed);
+    if (test_hold_owner >= 0 && t == test_hold_owner && T > 1) {   /* tests only: wait (up to 1 s) until a piece is taken */
+        double t0 = timer_now();
+        while ((long)(atomic_load_explicit(&blocks[t].span, memory_order_relaxed) & 0xffffffffu) == r1 &&
+               timer_now() - t0 < 1.0) {}
     }
-    team_barrier(st);            /* every thread's sums complete */
+    while (take_piece(&blocks[t], 1, T == 1, &lo, &hi)) sample_pass(m, st, d, idx, lo, hi);
+    blocks[t].owner_end = lo;
+    if (t < active) dense_backward_weights(m, r0, lo, thread_grad(m, t));
+    for (int found = T > 1; found;) {    /* others' blocks, until a sweep finds nothing */
+        found = 0;
+        for (int v = (t + 1) % T; v != t; v = (v + 1) % T)
+            while (take_piece(&blocks[v], 0, 0, &lo, &hi)) { sample_pass(m, st, d, idx, lo, hi); found = 1; }
+    }
+    team_barrier(st);            /* every sample done, every owner's prefix summed */
     float scale = -lr / (float)batch_rows;
+    finish_taken_tails(m, rows, active, t, T);
     combine_dense_slice(m, active, t, T);
 #pragma omp master
     {
+        small_sums(m, rows, active, T);
         combine_small(m, active);
         for (int i = 0; i < rows; i++) *loss += m->loss_row[i];
     }

@@ -376,6 +376,50 @@ static void test_threads(void) {
     free(d.x); free(d.y); free(idx);
 }
 
+/* Pieces of a block run by another thread: thread 1 starts its own block only once
+ * thread 0 has taken a piece from its end, every step, so every step takes the path where
+ * the block's dense sum is the owner's prefix continued over the taken tail after the
+ * barrier. The weights must be bit-identical to the same team's ordinary run (who ran a
+ * sample changes no value), and something must really have been taken. */
+static void test_taken_pieces(void) {
+    int S = 28, F = 8, rows = 13, steps = 4;
+    dataset d = make_data(rows * steps, S, 11, 0.0f);
+    uint32_t *idx = malloc(sizeof(uint32_t) * (size_t)rows * steps);
+    prng_permutation(idx, (uint32_t)(rows * steps), 7, 1);
+    cnn plain, taken;
+    if (make(&plain, S, F, rows) || make(&taken, S, F, rows)) return;
+    double loss_plain = steps_team(&plain, &d, idx, rows, steps, 0.1f, 2);
+    test_hold_owner = 1;
+    double loss_taken = steps_team(&taken, &d, idx, rows, steps, 0.1f, 2);
+    test_hold_owner = -1;
+    long lo, hi;
+    split(rows, 1, 2, &lo, &hi);
+    CHECK("a thread takes pieces of another's block: the taken tail was run by thread 0",
+          blocks[1].owner_end < hi, "owner ran [%ld, %ld) of [%ld, %ld)", lo, blocks[1].owner_end, lo, hi);
+    CHECK("taken pieces: weights and loss bit-identical to the ordinary 2-thread run",
+          !memcmp(plain.params, taken.params, sizeof(float) * (size_t)plain.params_alloc) && loss_plain == loss_taken,
+          "max rel diff %.3g, loss %.17g vs %.17g", check_max_rel_err(taken.params, plain.params, plain.params_alloc),
+          loss_taken, loss_plain);
+    cnn_free(&plain); cnn_free(&taken);
+    free(d.x); free(d.y); free(idx);
+}
+
+/* matmul_continue: a sum over K split in two calls is the one-call sum, bit for bit
+ * (partial tiles in both directions: M = 10, N = 70) */
+static void test_continue_kernel(void) {
+    int M = 10, N = 70, K = 37, split_at = 13;
+    float *A = malloc(sizeof(float) * M * K), *B = malloc(sizeof(float) * K * N);
+    float *whole = malloc(sizeof(float) * M * N), *parts = malloc(sizeof(float) * M * N);
+    fill(A, (long)M * K, 3, -1.0f, 1.0f);
+    fill(B, (long)K * N, 4, -1.0f, 1.0f);
+    matmul(M, N, K, A, K, 1, B, N, whole, N, &EPI_PLAIN);
+    matmul(M, N, split_at, A, K, 1, B, N, parts, N, &EPI_PLAIN);
+    matmul_continue(M, N, K - split_at, A + split_at, K, 1, B + (long)split_at * N, N, parts, N);
+    CHECK("matmul_continue: K split 13 + 24 is bit-identical to one product over K = 37",
+          !memcmp(whole, parts, sizeof(float) * M * N), "max rel diff %.3g", check_max_rel_err(parts, whole, (long)M * N));
+    free(A); free(B); free(whole); free(parts);
+}
+
 /* the shared PRNG scheme: conv = dense layer 1 (He, fan_in 9), FC = layer 2 (Xavier) */
 static void test_init(void) {
     cnn m;
@@ -414,6 +458,8 @@ int main(int argc, char **argv) {
     test_kernels_vs_reference();
     test_gradient_check();
     test_threads();
+    test_taken_pieces();
+    test_continue_kernel();
     test_init();
     MPI_Finalize();
     CHECK_EXIT();
