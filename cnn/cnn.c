@@ -64,8 +64,10 @@
  * bias). Backward rebuilds dL/dconv from the argmax in registers (ReLU' = pooled > 0) and
  * accumulates the weight gradient along the rows; no input gradient (first layer). The
  * next sample's image is prefetched while one is convolved. The fully connected layer's
- * three products over the batch use serial's matrix-product kernel, copied unchanged. A
- * scalar path computes the same when AVX-512 is absent, and is the tests' reference.
+ * three products over the batch use serial's matrix-product kernel, copied, with one
+ * addition: matmul_continue (EPI_CONTINUE), whose accumulators start from C, for the
+ * taken tails (see train_step). A scalar path computes the same when AVX-512 is absent,
+ * and is the tests' reference.
  * Errors: MPI_COMM_WORLD returns errors (MPI_ERRORS_RETURN) and every call is checked; a
  * failing call prints one line (rank, call, message) and MPI_Abort()s the job. Bad flags
  * or data: rank 0 prints the one-line error, every rank exits with status 2.
