@@ -479,10 +479,10 @@ typedef struct {
     float *logits;                /* rows x 10, then dL/dlogits */
     float *dpool;                 /* rows x prow: dL/dpooled */
     float *slot;                  /* rows x F x SLOT: conv gradient of each (sample, filter) */
-    float *slot_sum;              /* T x F x SLOT: each thread's sum of its samples' slots (T: the
-                                     team cnn_init was given; train_step's T must not exceed it) */
+    float *slot_sum;              /* F x SLOT: scratch of the master's per-block slot sums */
     float *parts;                 /* (T - 1) x params_alloc: the gradient sums of threads 1..T-1
-                                     over their samples (thread 0's are grad itself) */
+                                     over their blocks (thread 0's are grad itself; T: the team
+                                     cnn_init was given; train_step's T must not exceed it) */
     double *loss_row;             /* rows: cross-entropy of each sample */
 } cnn;
 
@@ -531,7 +531,7 @@ static int cnn_init(cnn *m, int side, int filters, uint64_t seed, int max_rows, 
     m->logits = alloc_floats((long)max_rows * CLASSES);
     m->dpool = alloc_floats(rf);
     m->slot = alloc_floats((long)max_rows * F * SLOT);
-    m->slot_sum = alloc_floats((long)threads * F * SLOT);
+    m->slot_sum = alloc_floats((long)F * SLOT);
     if (threads > 1 && !(m->parts = alloc_floats((long)(threads - 1) * m->params_alloc))) return -1;
     m->loss_row = malloc(sizeof(double) * (size_t)max_rows);
     if (!m->pooled || !m->arg || !m->logits || !m->dpool || !m->slot || !m->slot_sum || !m->loss_row)
