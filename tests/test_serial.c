@@ -86,6 +86,52 @@ static void test_matmul_shapes(void) {
           "%d cases over tolerance 2e-5, worst relative error %.3g", bad, worst);
 }
 
+/* Blocking over K (KC) changes no bit: every element equals the plain chain of fused
+ * multiply-adds over k = 0..K-1 in order, then the epilogue (epilogue_one), for K within
+ * one block, K = KC + 1 and K over several blocks with a tail, all 7 epilogues, both
+ * layouts of A. The update's partial sums go to a scratch, so its C must also keep the
+ * old values until the last block. */
+#ifndef KC
+#define KC 512   /* the portable kernel has no K blocks; the shapes below are still checked */
+#endif
+#define STR_(x) #x
+#define STR(x) STR_(x)
+static void test_matmul_k_blocks(void) {
+    int shapes[][3] = {{5, 21, 300}, {7, 20, KC + 1}, {13, 70, 2 * KC + 37}, {6, 64, 3 * KC}};
+    int acts[] = {ACT_NONE, ACT_RELU, ACT_LEAKY_RELU};
+    int bad = 0, cases = 0;
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        int M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
+        float *A = malloc(sizeof(float) * M * K), *B = malloc(sizeof(float) * K * N);
+        float *bias = malloc(sizeof(float) * N), *H = malloc(sizeof(float) * M * N);
+        float *C = malloc(sizeof(float) * M * N), *R = malloc(sizeof(float) * M * N);
+        fill(A, (long)M * K, s + 7); fill(B, (long)K * N, s + 107); fill(bias, N, s + 207); fill(H, (long)M * N, s + 307);
+        for (int layout = 0; layout < 2; layout++)
+            for (int variant = 0; variant < 7; variant++) {
+                epilogue e = EPI_PLAIN;
+                if (variant < 3) { e.bias = bias; e.act = acts[variant]; }
+                else if (variant < 6) { e.deriv = H; e.deriv_act = variant == 3 ? ACT_RELU : variant == 4 ? ACT_LEAKY_RELU : ACT_SIGMOID; }
+                else { e.alpha = -0.03f; e.accumulate = 1; }
+                fill(C, (long)M * N, s + 407);
+                memcpy(R, C, sizeof(float) * M * N);
+                long a_row = layout ? 1 : K, a_col = layout ? M : 1;
+                matmul_own(M, N, K, A, a_row, a_col, B, N, C, N, &e);
+                for (int i = 0; i < M; i++)
+                    for (int j = 0; j < N; j++) {
+                        float acc = 0.0f;
+                        for (int k = 0; k < K; k++) acc = fmaf(A[i * a_row + k * a_col], B[(long)k * N + j], acc);
+                        long at = (long)i * N + j;
+                        R[at] = epilogue_one(&e, acc, R[at], j, H[at]);
+                    }
+                bad += memcmp(C, R, sizeof(float) * M * N) != 0;
+                cases++;
+            }
+        free(A); free(B); free(bias); free(H); free(C); free(R);
+    }
+    CHECK("matmul over K blocks (KC = " STR(KC) ") is bit-identical to one fma chain over K, 4 shapes x 2 layouts x 7 epilogues",
+          bad == 0, "%d of %d cases differ", bad, cases);
+}
+
 static void test_transpose(void) {
     float a[6] = {1, 2, 3, 4, 5, 6}, t[6], want[6] = {1, 4, 2, 5, 3, 6};
     transpose(a, 2, 3, t);
@@ -243,6 +289,7 @@ static void test_prng_golden(void) {
 int main(void) {
     test_matmul_hand();
     test_matmul_shapes();
+    test_matmul_k_blocks();
     test_transpose();
     test_dense_forward_hand();
     test_softmax_xent_hand();
