@@ -192,11 +192,12 @@ static inline float epilogue_one(const epilogue *e, float acc, float c_old, int 
 
 /* What the epilogue does, as a compile-time constant inside the kernel (a runtime
  * test per stored vector costs a third of the time of a K = 64 product). */
-enum { EPI_FORWARD, EPI_BACKWARD, EPI_UPDATE };
+enum { EPI_FORWARD, EPI_BACKWARD, EPI_UPDATE, EPI_CONTINUE };
 
 static inline __attribute__((always_inline)) __m512
 epilogue_vec(const int kind, const epilogue *e, __m512 acc, const float *c, const float *bias,
              const float *h, __mmask16 m) {
+    if (kind == EPI_CONTINUE) return acc;   /* partial sums (a K block's): stored as they are */
     if (kind == EPI_UPDATE)                 /* C + alpha * acc, one rounding */
         return _mm512_fmadd_ps(_mm512_set1_ps(e->alpha), acc, _mm512_maskz_loadu_ps(m, c));
     __m512 v = _mm512_mul_ps(_mm512_set1_ps(e->alpha), acc);
@@ -228,10 +229,18 @@ epilogue_vec(const int kind, const epilogue *e, __m512 acc, const float *c, cons
 static inline __attribute__((always_inline)) void
 micro_tile(const int kind, const int mr, const int nv, int K, const float *restrict A, long a_row, long a_col,
            const float *restrict B, long ldb, float *restrict C, long ldc, __mmask16 mlast,
-           const epilogue *e, int j, long h_off) {
+           const epilogue *e, int j, long h_off, const float *P, long ldp) {
 #define DECLARE(r) __m512 c##r##_0 = _mm512_setzero_ps(), c##r##_1 = c##r##_0, c##r##_2 = c##r##_0, c##r##_3 = c##r##_0;
     TILE_ROWS(DECLARE)
 #undef DECLARE
+    if (P) {    /* the sums go on from the previous K block's partial sums P (one test per tile) */
+#define INIT_VEC(r, v) if (nv > v) c##r##_##v = _mm512_maskz_loadu_ps(nv - 1 == v ? mlast : (__mmask16)0xFFFF, \
+                                                                     P + r * ldp + 16 * v);
+#define INIT_ROW(r) if (mr > r) { INIT_VEC(r, 0) INIT_VEC(r, 1) INIT_VEC(r, 2) INIT_VEC(r, 3) }
+        TILE_ROWS(INIT_ROW)
+#undef INIT_ROW
+#undef INIT_VEC
+    }
 #define LOAD_B(v) (nv > v ? (nv - 1 == v ? _mm512_maskz_loadu_ps(mlast, bk + 16 * v) : _mm512_loadu_ps(bk + 16 * v)) \
                           : _mm512_setzero_ps())
     for (int k = 0; k < K; k++) {
@@ -260,14 +269,15 @@ micro_tile(const int kind, const int mr, const int nv, int K, const float *restr
 }
 
 #define TILE_CASE_NV(MRV) switch (nv) { \
-    case 4: micro_tile(kind, MRV, 4, K, Ai, a_row, a_col, B + j, ldb, Cij, ldc, mlast, e, j, h_off); break; \
-    case 3: micro_tile(kind, MRV, 3, K, Ai, a_row, a_col, B + j, ldb, Cij, ldc, mlast, e, j, h_off); break; \
-    case 2: micro_tile(kind, MRV, 2, K, Ai, a_row, a_col, B + j, ldb, Cij, ldc, mlast, e, j, h_off); break; \
-    default: micro_tile(kind, MRV, 1, K, Ai, a_row, a_col, B + j, ldb, Cij, ldc, mlast, e, j, h_off); break; }
+    case 4: micro_tile(kind, MRV, 4, K, Ai, a_row, a_col, B + j, ldb, Cij, ldc, mlast, e, j, h_off, Pij, ldp); break; \
+    case 3: micro_tile(kind, MRV, 3, K, Ai, a_row, a_col, B + j, ldb, Cij, ldc, mlast, e, j, h_off, Pij, ldp); break; \
+    case 2: micro_tile(kind, MRV, 2, K, Ai, a_row, a_col, B + j, ldb, Cij, ldc, mlast, e, j, h_off, Pij, ldp); break; \
+    default: micro_tile(kind, MRV, 1, K, Ai, a_row, a_col, B + j, ldb, Cij, ldc, mlast, e, j, h_off, Pij, ldp); break; }
 
+/* One K block of the product: every tile, its sums started from P (NULL: from zero) */
 static inline __attribute__((always_inline)) void
-matmul_tiles(const int kind, int M, int N, int K, const float *A, long a_row, long a_col,
-             const float *B, long ldb, float *C, long ldc, const epilogue *e) {
+matmul_block(const int kind, int M, int N, int K, const float *A, long a_row, long a_col,
+             const float *B, long ldb, float *C, long ldc, const epilogue *e, const float *P, long ldp) {
     for (int j = 0; j < N; j += NR) {       /* column panels outside (see above) */
         int nc = N - j < NR ? N - j : NR;
         int nv = (nc + 15) / 16;
@@ -277,6 +287,7 @@ matmul_tiles(const int kind, int M, int N, int K, const float *A, long a_row, lo
             int mr = M - i < MR ? M - i : MR;
             const float *Ai = A + (long)i * a_row;
             float *Cij = C + (long)i * ldc + j;
+            const float *Pij = P ? P + (long)i * ldp + j : NULL;
             long h_off = (long)i * ldc + j;
             switch (mr) {
             case 6: TILE_CASE_NV(6) break;
@@ -288,6 +299,42 @@ matmul_tiles(const int kind, int M, int N, int K, const float *A, long a_row, lo
             }
         }
     }
+}
+
+/* Blocking over K: a 64-column panel of B over more than KC rows (128 KB) may no longer
+ * stay in L2 (1 MB per core on Zen 5, and a 1 KB row stride uses a quarter of its sets)
+ * while the row blocks of A stream past it: layer 1's forward at --image-size 112 (12,544
+ * inputs) ran at 67 instead of 90 GFLOP/s. So K goes in blocks of KC: every tile of a
+ * block starts from the partial sums the block before stored, and only the last block
+ * applies the epilogue. A stored and reloaded float is the same float, so every element
+ * is still one chain of roundings over K in order: blocking changes no bit. The partial
+ * sums go to C itself, except for the update, whose epilogue reads C's old values:
+ * there they go to a scratch of M x N floats (none to be had: one block over all of K). */
+#ifndef KC
+#define KC 512
+#endif
+static inline __attribute__((always_inline)) void
+matmul_tiles(const int kind, int M, int N, int K, const float *A, long a_row, long a_col,
+             const float *B, long ldb, float *C, long ldc, const epilogue *e) {
+    float *scratch = NULL, *P = C;
+    long ldp = ldc;
+    if (K > KC && kind == EPI_UPDATE) {
+        scratch = aligned_alloc(64, ((size_t)M * (size_t)N * sizeof(float) + 63) / 64 * 64);
+        P = scratch;
+        ldp = N;
+    }
+    if (K <= KC || !P) {
+        matmul_block(kind, M, N, K, A, a_row, a_col, B, ldb, C, ldc, e, kind == EPI_CONTINUE ? C : NULL, ldc);
+        return;
+    }
+    for (int k0 = 0; k0 < K; k0 += KC) {
+        int kc = K - k0 < KC ? K - k0 : KC;
+        const float *Ak = A + (long)k0 * a_col, *Bk = B + (long)k0 * ldb;
+        const float *from = k0 || kind == EPI_CONTINUE ? P : NULL;   /* EPI_CONTINUE: cnn's matmul_continue */
+        if (k0 + kc < K) matmul_block(EPI_CONTINUE, M, N, kc, Ak, a_row, a_col, Bk, ldb, P, ldp, e, from, ldp);
+        else matmul_block(kind, M, N, kc, Ak, a_row, a_col, Bk, ldb, C, ldc, e, from, ldp);
+    }
+    free(scratch);
 }
 static void matmul_own(int M, int N, int K, const float *A, long a_row, long a_col,
                        const float *B, long ldb, float *C, long ldc, const epilogue *e) {

@@ -148,7 +148,7 @@ enum { EPI_FORWARD, EPI_BACKWARD, EPI_UPDATE, EPI_CONTINUE };
 static inline __attribute__((always_inline)) __m512
 epilogue_vec(const int kind, const epilogue *e, __m512 acc, const float *c, const float *bias,
              const float *h, __mmask16 m) {
-    if (kind == EPI_CONTINUE) return acc;   /* a K block's partial sums: stored as they are */
+    if (kind == EPI_CONTINUE) return acc;   /* partial sums (a K block's): stored as they are */
     if (kind == EPI_UPDATE)                 /* C + alpha * acc, one rounding */
         return _mm512_fmadd_ps(_mm512_set1_ps(e->alpha), acc, _mm512_maskz_loadu_ps(m, c));
     __m512 v = _mm512_mul_ps(_mm512_set1_ps(e->alpha), acc);
@@ -275,12 +275,13 @@ matmul_tiles(const int kind, int M, int N, int K, const float *A, long a_row, lo
         ldp = N;
     }
     if (K <= KC || !P) {
-        matmul_block(kind, M, N, K, A, a_row, a_col, B, ldb, C, ldc, e, NULL, 0);
+        matmul_block(kind, M, N, K, A, a_row, a_col, B, ldb, C, ldc, e, kind == EPI_CONTINUE ? C : NULL, ldc);
         return;
     }
     for (int k0 = 0; k0 < K; k0 += KC) {
         int kc = K - k0 < KC ? K - k0 : KC;
-        const float *Ak = A + (long)k0 * a_col, *Bk = B + (long)k0 * ldb, *from = k0 ? P : NULL;
+        const float *Ak = A + (long)k0 * a_col, *Bk = B + (long)k0 * ldb;
+        const float *from = k0 || kind == EPI_CONTINUE ? P : NULL;   /* EPI_CONTINUE: cnn's matmul_continue */
         if (k0 + kc < K) matmul_block(EPI_CONTINUE, M, N, kc, Ak, a_row, a_col, Bk, ldb, P, ldp, e, from, ldp);
         else matmul_block(kind, M, N, kc, Ak, a_row, a_col, Bk, ldb, C, ldc, e, from, ldp);
     }
