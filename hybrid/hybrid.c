@@ -173,6 +173,8 @@ static void die_all(const char *fmt, ...) {
 // streams past it; with row blocks outside, the whole of B (800 KB) passes through L2
 // for every 6-row block and, at batch 512, the batch's activations push it out. Each
 // element is still one sum over K in the same order: the order of tiles changes no bit.
+// (Two refinements for large layers, in matmul_block and matmul_tiles: row blocks outside
+// when B is small and C large, and K in blocks of KC.)
 //
 // matmul() runs every tile in the calling thread: each OpenMP thread multiplies its own
 // rows of the batch (openmp/openmp.c --accum reduction's path, without the team driver).
@@ -208,7 +210,7 @@ static inline float epilogue_one(const epilogue *e, float acc, float c_old, int 
  * test per stored vector costs a third of the time of a K = 64 product). EPI_STORE
  * (C = alpha * acc, nothing else: a thread's plain gradient) is this trainer's
  * addition: serial reaches it only through EPI_FORWARD's runtime tests. */
-enum { EPI_FORWARD, EPI_BACKWARD, EPI_UPDATE, EPI_STORE };
+enum { EPI_FORWARD, EPI_BACKWARD, EPI_UPDATE, EPI_STORE, EPI_CONTINUE };
 
 #if defined(__AVX512F__)
 #define MR 6    /* rows of C per micro-tile */
@@ -217,6 +219,7 @@ enum { EPI_FORWARD, EPI_BACKWARD, EPI_UPDATE, EPI_STORE };
 static inline __attribute__((always_inline)) __m512
 epilogue_vec(const int kind, const epilogue *e, __m512 acc, const float *c, const float *bias,
              const float *h, __mmask16 m) {
+    if (kind == EPI_CONTINUE) return acc;   /* partial sums (a K block's): stored as they are */
     if (kind == EPI_UPDATE)                 /* C + alpha * acc, one rounding */
         return _mm512_fmadd_ps(_mm512_set1_ps(e->alpha), acc, _mm512_maskz_loadu_ps(m, c));
     __m512 v = _mm512_mul_ps(_mm512_set1_ps(e->alpha), acc);
@@ -249,10 +252,18 @@ epilogue_vec(const int kind, const epilogue *e, __m512 acc, const float *c, cons
 static inline __attribute__((always_inline)) void
 micro_tile(const int kind, const int mr, const int nv, int K, const float *restrict A, long a_row, long a_col,
            const float *restrict B, long ldb, float *restrict C, long ldc, __mmask16 mlast,
-           const epilogue *e, int j, long h_off) {
+           const epilogue *e, int j, long h_off, const float *P, long ldp) {
 #define DECLARE(r) __m512 c##r##_0 = _mm512_setzero_ps(), c##r##_1 = c##r##_0, c##r##_2 = c##r##_0, c##r##_3 = c##r##_0;
     TILE_ROWS(DECLARE)
 #undef DECLARE
+    if (P) {    /* the sums go on from the previous K block's partial sums P (one test per tile) */
+#define INIT_VEC(r, v) if (nv > v) c##r##_##v = _mm512_maskz_loadu_ps(nv - 1 == v ? mlast : (__mmask16)0xFFFF, \
+                                                                     P + r * ldp + 16 * v);
+#define INIT_ROW(r) if (mr > r) { INIT_VEC(r, 0) INIT_VEC(r, 1) INIT_VEC(r, 2) INIT_VEC(r, 3) }
+        TILE_ROWS(INIT_ROW)
+#undef INIT_ROW
+#undef INIT_VEC
+    }
 #define LOAD_B(v) (nv > v ? (nv - 1 == v ? _mm512_maskz_loadu_ps(mlast, bk + 16 * v) : _mm512_loadu_ps(bk + 16 * v)) \
                           : _mm512_setzero_ps())
     for (int k = 0; k < K; k++) {
@@ -281,15 +292,16 @@ micro_tile(const int kind, const int mr, const int nv, int K, const float *restr
 }
 
 #define TILE_CASE_NV(MRV) switch (nv) { \
-    case 4: micro_tile(kind, MRV, 4, K, Ai, a_row, a_col, B + j, ldb, Cij, ldc, mlast, e, j, h_off); break; \
-    case 3: micro_tile(kind, MRV, 3, K, Ai, a_row, a_col, B + j, ldb, Cij, ldc, mlast, e, j, h_off); break; \
-    case 2: micro_tile(kind, MRV, 2, K, Ai, a_row, a_col, B + j, ldb, Cij, ldc, mlast, e, j, h_off); break; \
-    default: micro_tile(kind, MRV, 1, K, Ai, a_row, a_col, B + j, ldb, Cij, ldc, mlast, e, j, h_off); break; }
+    case 4: micro_tile(kind, MRV, 4, K, Ai, a_row, a_col, B + j, ldb, Cij, ldc, mlast, e, j, h_off, Pij, ldp); break; \
+    case 3: micro_tile(kind, MRV, 3, K, Ai, a_row, a_col, B + j, ldb, Cij, ldc, mlast, e, j, h_off, Pij, ldp); break; \
+    case 2: micro_tile(kind, MRV, 2, K, Ai, a_row, a_col, B + j, ldb, Cij, ldc, mlast, e, j, h_off, Pij, ldp); break; \
+    default: micro_tile(kind, MRV, 1, K, Ai, a_row, a_col, B + j, ldb, Cij, ldc, mlast, e, j, h_off, Pij, ldp); break; }
 
-/* The tile of C at row i, column j (at most MR x NR). */
+/* The tile of C at row i, column j (at most MR x NR), its sums started from the same
+ * tile of P (NULL: from zero). */
 static inline __attribute__((always_inline)) void
 matmul_tile(const int kind, int i, int j, int M, int N, int K, const float *A, long a_row, long a_col,
-            const float *B, long ldb, float *C, long ldc, const epilogue *e) {
+            const float *B, long ldb, float *C, long ldc, const epilogue *e, const float *P, long ldp) {
     int mr = M - i < MR ? M - i : MR;
     const float *Ai = A + (long)i * a_row;
     int nc = N - j < NR ? N - j : NR;
@@ -297,6 +309,7 @@ matmul_tile(const int kind, int i, int j, int M, int N, int K, const float *A, l
     int tail = nc - 16 * (nv - 1);                       /* 1..16 columns */
     __mmask16 mlast = (__mmask16)(tail == 16 ? 0xFFFF : (1u << tail) - 1);
     float *Cij = C + (long)i * ldc + j;
+    const float *Pij = P ? P + (long)i * ldp + j : NULL;
     long h_off = (long)i * ldc + j;
     switch (mr) {
     case 6: TILE_CASE_NV(6) break;
@@ -313,12 +326,14 @@ matmul_tile(const int kind, int i, int j, int M, int N, int K, const float *A, l
 #define NR 32
 static inline void
 matmul_tile(const int kind, int i, int j, int M, int N, int K, const float *A, long a_row, long a_col,
-            const float *B, long ldb, float *C, long ldc, const epilogue *e) {
-    (void)kind;
+            const float *B, long ldb, float *C, long ldc, const epilogue *e, const float *P, long ldp) {
     int mr = M - i < MR ? M - i : MR;
     int nc = N - j < NR ? N - j : NR;
     float acc[MR][NR];
     memset(acc, 0, sizeof acc);
+    if (P)
+        for (int r = 0; r < mr; r++)
+            for (int c = 0; c < nc; c++) acc[r][c] = P[(long)(i + r) * ldp + j + c];
     for (int k = 0; k < K; k++) {
         const float *restrict b = B + (long)k * ldb + j;
         for (int r = 0; r < mr; r++) {
@@ -329,17 +344,58 @@ matmul_tile(const int kind, int i, int j, int M, int N, int K, const float *A, l
     for (int r = 0; r < mr; r++)
         for (int c = 0; c < nc; c++) {
             long at = (long)(i + r) * ldc + j + c;
-            C[at] = epilogue_one(e, acc[r][c], C[at], j + c, e->deriv ? e->deriv[at] : 0.0f);
+            C[at] = kind == EPI_CONTINUE ? acc[r][c]
+                                         : epilogue_one(e, acc[r][c], C[at], j + c, e->deriv ? e->deriv[at] : 0.0f);
         }
 }
 #endif
 
-/* All tiles, in the calling thread (serial's order: column panels, then row blocks). */
+/* Blocking over K, as serial's kernel (see there): K in blocks of KC, each tile of a
+ * block started from the partial sums the block before stored (in C, or for the update
+ * in a scratch of M x N floats), the epilogue in the last block only; no bit changes. */
+#ifndef KC
+#define KC 512
+#endif
+
+/* All tiles of one K block, in the calling thread, in serial's order: column panels,
+ * then row blocks, except for a small B (at most 64 K floats) and a large C (over 256 K
+ * floats): row blocks outside (see serial). */
+static inline __attribute__((always_inline)) void
+matmul_block(const int kind, int M, int N, int K, const float *A, long a_row, long a_col,
+             const float *B, long ldb, float *C, long ldc, const epilogue *e, const float *P, long ldp) {
+    int rows_outside = (long)K * N <= 65536 && (long)M * N > 262144;
+    for (int i = 0, j = 0; i < M && j < N;) {   /* one call site: the tile code is inlined once */
+        matmul_tile(kind, i, j, M, N, K, A, a_row, a_col, B, ldb, C, ldc, e, P, ldp);
+        if (rows_outside) { if ((j += NR) >= N) { j = 0; i += MR; } }
+        else if ((i += MR) >= M) { i = 0; j += NR; }
+    }
+}
+/* A K block before the last: partial sums, whatever the product (one copy of the code) */
+static void matmul_block_partial(int M, int N, int K, const float *A, long a_row, long a_col,
+                                 const float *B, long ldb, float *P, long ldp, const float *from) {
+    matmul_block(EPI_CONTINUE, M, N, K, A, a_row, a_col, B, ldb, P, ldp, &EPI_PLAIN, from, ldp);
+}
+
+/* All tiles over all of K, in the calling thread */
 static inline __attribute__((always_inline)) void
 matmul_tiles(const int kind, int M, int N, int K, const float *A, long a_row, long a_col,
              const float *B, long ldb, float *C, long ldc, const epilogue *e) {
-    for (int j = 0; j < N; j += NR)
-        for (int i = 0; i < M; i += MR) matmul_tile(kind, i, j, M, N, K, A, a_row, a_col, B, ldb, C, ldc, e);
+    float *scratch = NULL, *P = C;
+    long ldp = ldc;
+    if (K > KC && kind == EPI_UPDATE) {
+        scratch = aligned_alloc(64, ((size_t)M * (size_t)N * sizeof(float) + 63) / 64 * 64);
+        P = scratch;
+        ldp = N;
+    }
+    for (int k0 = 0;; k0 += KC) {   /* K <= KC, or no scratch: one block over all of K */
+        int kc = K - k0 <= KC || !P ? K - k0 : KC;
+        const float *Ak = A + (long)k0 * a_col, *Bk = B + (long)k0 * ldb;
+        const float *from = k0 || kind == EPI_CONTINUE ? P : NULL;
+        if (k0 + kc < K) { matmul_block_partial(M, N, kc, Ak, a_row, a_col, Bk, ldb, P, ldp, from); continue; }
+        matmul_block(kind, M, N, kc, Ak, a_row, a_col, Bk, ldb, C, ldc, e, from, ldp);
+        break;
+    }
+    free(scratch);
 }
 
 static void matmul(int M, int N, int K, const float *A, long a_row, long a_col,

@@ -109,6 +109,8 @@ static void parse_options(serial_options *o, int argc, char **argv) {
 // streams past it; with row blocks outside, the whole of B (800 KB) passes through L2
 // for every 6-row block and, at batch 512, the batch's activations push it out. Each
 // element is still one sum over K in the same order: the order of tiles changes no bit.
+// (Two refinements for large layers, in matmul_block and matmul_tiles: row blocks outside
+// when B is small and C large, and K in blocks of KC.)
 
 enum { ACT_NONE = -1 };
 
@@ -225,31 +227,50 @@ micro_tile(const int kind, const int mr, const int nv, int K, const float *restr
     case 2: micro_tile(kind, MRV, 2, K, Ai, a_row, a_col, B + j, ldb, Cij, ldc, mlast, e, j, h_off, Pij, ldp); break; \
     default: micro_tile(kind, MRV, 1, K, Ai, a_row, a_col, B + j, ldb, Cij, ldc, mlast, e, j, h_off, Pij, ldp); break; }
 
-/* One K block of the product: every tile, its sums started from P (NULL: from zero) */
+/* The tile of C at row i, column j (at most MR x NR), its sums started from the same
+ * tile of P (NULL: from zero). */
+static inline __attribute__((always_inline)) void
+matmul_tile(const int kind, int i, int j, int M, int N, int K, const float *A, long a_row, long a_col,
+            const float *B, long ldb, float *C, long ldc, const epilogue *e, const float *P, long ldp) {
+    int mr = M - i < MR ? M - i : MR;
+    const float *Ai = A + (long)i * a_row;
+    int nc = N - j < NR ? N - j : NR;
+    int nv = (nc + 15) / 16;
+    int tail = nc - 16 * (nv - 1);                       /* 1..16 columns */
+    __mmask16 mlast = (__mmask16)(tail == 16 ? 0xFFFF : (1u << tail) - 1);
+    float *Cij = C + (long)i * ldc + j;
+    const float *Pij = P ? P + (long)i * ldp + j : NULL;
+    long h_off = (long)i * ldc + j;
+    switch (mr) {
+    case 6: TILE_CASE_NV(6) break;
+    case 5: TILE_CASE_NV(5) break;
+    case 4: TILE_CASE_NV(4) break;
+    case 3: TILE_CASE_NV(3) break;
+    case 2: TILE_CASE_NV(2) break;
+    default: TILE_CASE_NV(1) break;
+    }
+}
+
+/* One K block of the product: every tile, its sums started from P (NULL: from zero).
+ * Column panels outside (see above), except when all of B is small (at most 64 K
+ * floats, 256 KB: it stays in L2 in any order) and C is large (over 256 K floats): then
+ * row blocks outside, so that C streams through the cache whole rows at a time instead
+ * of one 256-byte piece of every row per panel (layer 1's update at --image-size 112,
+ * C = 12,544 x 256: 55 against 73 GFLOP/s). */
 static inline __attribute__((always_inline)) void
 matmul_block(const int kind, int M, int N, int K, const float *A, long a_row, long a_col,
              const float *B, long ldb, float *C, long ldc, const epilogue *e, const float *P, long ldp) {
-    for (int j = 0; j < N; j += NR) {       /* column panels outside (see above) */
-        int nc = N - j < NR ? N - j : NR;
-        int nv = (nc + 15) / 16;
-        int tail = nc - 16 * (nv - 1);                           /* 1..16 columns */
-        __mmask16 mlast = (__mmask16)(tail == 16 ? 0xFFFF : (1u << tail) - 1);
-        for (int i = 0; i < M; i += MR) {
-            int mr = M - i < MR ? M - i : MR;
-            const float *Ai = A + (long)i * a_row;
-            float *Cij = C + (long)i * ldc + j;
-            const float *Pij = P ? P + (long)i * ldp + j : NULL;
-            long h_off = (long)i * ldc + j;
-            switch (mr) {
-            case 6: TILE_CASE_NV(6) break;
-            case 5: TILE_CASE_NV(5) break;
-            case 4: TILE_CASE_NV(4) break;
-            case 3: TILE_CASE_NV(3) break;
-            case 2: TILE_CASE_NV(2) break;
-            default: TILE_CASE_NV(1) break;
-            }
-        }
+    int rows_outside = (long)K * N <= 65536 && (long)M * N > 262144;
+    for (int i = 0, j = 0; i < M && j < N;) {   /* one call site: the tile code is inlined once */
+        matmul_tile(kind, i, j, M, N, K, A, a_row, a_col, B, ldb, C, ldc, e, P, ldp);
+        if (rows_outside) { if ((j += NR) >= N) { j = 0; i += MR; } }
+        else if ((i += MR) >= M) { i = 0; j += NR; }
     }
+}
+/* A K block before the last: partial sums, whatever the product (one copy of the code) */
+static void matmul_block_partial(int M, int N, int K, const float *A, long a_row, long a_col,
+                                 const float *B, long ldb, float *P, long ldp, const float *from) {
+    matmul_block(EPI_CONTINUE, M, N, K, A, a_row, a_col, B, ldb, P, ldp, &EPI_PLAIN, from, ldp);
 }
 
 /* Blocking over K: a 64-column panel of B over more than KC rows (128 KB) may no longer
@@ -274,16 +295,13 @@ matmul_tiles(const int kind, int M, int N, int K, const float *A, long a_row, lo
         P = scratch;
         ldp = N;
     }
-    if (K <= KC || !P) {
-        matmul_block(kind, M, N, K, A, a_row, a_col, B, ldb, C, ldc, e, kind == EPI_CONTINUE ? C : NULL, ldc);
-        return;
-    }
-    for (int k0 = 0; k0 < K; k0 += KC) {
-        int kc = K - k0 < KC ? K - k0 : KC;
+    for (int k0 = 0;; k0 += KC) {   /* K <= KC, or no scratch: one block over all of K */
+        int kc = K - k0 <= KC || !P ? K - k0 : KC;
         const float *Ak = A + (long)k0 * a_col, *Bk = B + (long)k0 * ldb;
         const float *from = k0 || kind == EPI_CONTINUE ? P : NULL;   /* EPI_CONTINUE: cnn's matmul_continue */
-        if (k0 + kc < K) matmul_block(EPI_CONTINUE, M, N, kc, Ak, a_row, a_col, Bk, ldb, P, ldp, e, from, ldp);
-        else matmul_block(kind, M, N, kc, Ak, a_row, a_col, Bk, ldb, C, ldc, e, from, ldp);
+        if (k0 + kc < K) { matmul_block_partial(M, N, kc, Ak, a_row, a_col, Bk, ldb, P, ldp, from); continue; }
+        matmul_block(kind, M, N, kc, Ak, a_row, a_col, Bk, ldb, C, ldc, e, from, ldp);
+        break;
     }
     free(scratch);
 }

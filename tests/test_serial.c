@@ -86,18 +86,19 @@ static void test_matmul_shapes(void) {
           "%d cases over tolerance 2e-5, worst relative error %.3g", bad, worst);
 }
 
-/* Blocking over K (KC) changes no bit: every element equals the plain chain of fused
- * multiply-adds over k = 0..K-1 in order, then the epilogue (epilogue_one), for K within
- * one block, K = KC + 1 and K over several blocks with a tail, all 7 epilogues, both
- * layouts of A. The update's partial sums go to a scratch, so its C must also keep the
- * old values until the last block. */
+/* Blocking over K (KC) and the order of tiles change no bit: every element equals the
+ * plain chain of fused multiply-adds over k = 0..K-1 in order, then the epilogue
+ * (epilogue_one), for K within one block, K = KC + 1, K over several blocks with a tail,
+ * and a large C with a small B (row blocks outside), all 7 epilogues, both layouts of A.
+ * The update's partial sums go to a scratch, so its C must also keep the old values
+ * until the last block. */
 #ifndef KC
 #define KC 512   /* the portable kernel has no K blocks; the shapes below are still checked */
 #endif
 #define STR_(x) #x
 #define STR(x) STR_(x)
 static void test_matmul_k_blocks(void) {
-    int shapes[][3] = {{5, 21, 300}, {7, 20, KC + 1}, {13, 70, 2 * KC + 37}, {6, 64, 3 * KC}};
+    int shapes[][3] = {{5, 21, 300}, {7, 20, KC + 1}, {13, 70, 2 * KC + 37}, {6, 64, 3 * KC}, {1100, 250, 40}};
     int acts[] = {ACT_NONE, ACT_RELU, ACT_LEAKY_RELU};
     int bad = 0, cases = 0;
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
@@ -128,7 +129,7 @@ static void test_matmul_k_blocks(void) {
             }
         free(A); free(B); free(bias); free(H); free(C); free(R);
     }
-    CHECK("matmul over K blocks (KC = " STR(KC) ") is bit-identical to one fma chain over K, 4 shapes x 2 layouts x 7 epilogues",
+    CHECK("matmul over K blocks (KC = " STR(KC) ") and in either tile order is bit-identical to one fma chain over K, 5 shapes x 2 layouts x 7 epilogues",
           bad == 0, "%d of %d cases differ", bad, cases);
 }
 
