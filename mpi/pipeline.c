@@ -305,7 +305,7 @@ matmul_tile(const int kind, int i, int j, int M, int N, int K, const float *A, l
  * floats, 256 KB: it stays in L2 in any order) and C is large (over 256 K floats): then
  * row blocks outside, so that C streams through the cache whole rows at a time instead
  * of one 256-byte piece of every row per panel (layer 1's update at --image-size 112,
- * C = 12,544 x 256: 55 against 73 GFLOP/s). */
+ * C = 12,544 x 256: 53-58 against 68-76 GFLOP/s). */
 static inline __attribute__((always_inline)) void
 matmul_block(const int kind, int M, int N, int K, const float *A, long a_row, long a_col,
              const float *B, long ldb, float *C, long ldc, const epilogue *e, const float *P, long ldp) {
@@ -325,7 +325,7 @@ static void matmul_block_partial(int M, int N, int K, const float *A, long a_row
 /* Blocking over K: a 64-column panel of B over more than KC rows (128 KB) may no longer
  * stay in L2 (1 MB per core on Zen 5, and a 1 KB row stride uses a quarter of its sets)
  * while the row blocks of A stream past it: layer 1's forward at --image-size 112 (12,544
- * inputs) ran at 67 instead of 90 GFLOP/s. So K goes in blocks of KC: every tile of a
+ * inputs) ran at 46-67 instead of 86-90 GFLOP/s. So K goes in blocks of KC: each tile of a
  * block starts from the partial sums the block before stored, and only the last block
  * applies the epilogue. A stored and reloaded float is the same float, so every element
  * is still one chain of roundings over K in order: blocking changes no bit. The partial
