@@ -281,7 +281,9 @@ static void matmul_block_partial(int M, int N, int K, const float *A, long a_row
  * applies the epilogue. A stored and reloaded float is the same float, so every element
  * is still one chain of roundings over K in order: blocking changes no bit. The partial
  * sums go to C itself, except for the update, whose epilogue reads C's old values:
- * there they go to a scratch of M x N floats (none to be had: one block over all of K). */
+ * there they go to a scratch of M x N floats (none to be had: one block over all of K),
+ * allocated per call: only a batch over KC rows gets here, and for --batch full, whose
+ * K is the whole training set, the blocks cut serial's epoch from 0.40-0.44 to 0.26 s. */
 #ifndef KC
 #define KC 512
 #endif
