@@ -832,8 +832,8 @@ static void update_slice(mlp *m, float *const *g, int ng, float scale, int t, in
  * gets the same tiles in every block, so it continues its own partial sums (kept in
  * m->partial, since the epilogue reads W's old values) without a barrier; the last
  * block applies the update. Unblocked, each tile would stream the whole batch's rows
- * through the cache once per tile: --batch full on 20,000 images took 0.46-0.48 s per
- * epoch with 1 thread, against 0.28-0.31 s for serial's blocked update. */
+ * through the cache once per tile: --batch full on 20,000 images took 0.44-0.47 s per
+ * epoch with 1 thread, blocked 0.27-0.30 s, serial 0.27-0.28 s (README, Large images). */
 static void dense_update_team(mlp *m, const work *w, const float *x, int rows, float scale) {
     int L = m->n_layers;
     epilogue u = EPI_PLAIN;
