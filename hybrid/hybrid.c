@@ -377,14 +377,27 @@ static void matmul_block_partial(int M, int N, int K, const float *A, long a_row
 }
 
 /* All tiles over all of K, in the calling thread */
+/* The update's partial sums over its K blocks: one buffer per thread, grown to the
+ * largest M x N asked for and kept, since the update runs every step (the system frees it
+ * at exit). NULL when out of memory: the caller then runs one block over all of K. */
+static float *update_scratch(size_t n) {
+    static _Thread_local float *buf;
+    static _Thread_local size_t cap;
+    if (n > cap) {
+        free(buf);
+        buf = aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64);
+        cap = buf ? n : 0;
+    }
+    return buf;
+}
+
 static inline __attribute__((always_inline)) void
 matmul_tiles(const int kind, int M, int N, int K, const float *A, long a_row, long a_col,
              const float *B, long ldb, float *C, long ldc, const epilogue *e) {
-    float *scratch = NULL, *P = C;
+    float *P = C;
     long ldp = ldc;
     if (K > KC && kind == EPI_UPDATE) {
-        scratch = aligned_alloc(64, ((size_t)M * (size_t)N * sizeof(float) + 63) / 64 * 64);
-        P = scratch;
+        P = update_scratch((size_t)M * (size_t)N);
         ldp = N;
     }
     for (int k0 = 0;; k0 += KC) {   /* K <= KC, or no scratch: one block over all of K */
@@ -395,7 +408,6 @@ matmul_tiles(const int kind, int M, int N, int K, const float *A, long a_row, lo
         matmul_block(kind, M, N, kc, Ak, a_row, a_col, Bk, ldb, C, ldc, e, from, ldp);
         break;
     }
-    free(scratch);
 }
 
 static void matmul(int M, int N, int K, const float *A, long a_row, long a_col,
