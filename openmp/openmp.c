@@ -371,7 +371,6 @@ static void matmul_block_partial(int M, int N, int K, const float *A, long a_row
     matmul_block(EPI_CONTINUE, M, N, K, A, a_row, a_col, B, ldb, P, ldp, &EPI_PLAIN, from, ldp);
 }
 
-/* All tiles over all of K, in the calling thread */
 /* The update's partial sums over its K blocks: one buffer per thread, grown to the
  * largest M x N asked for and kept, since the update runs every step (the system frees it
  * at exit). NULL when out of memory: the caller then runs one block over all of K. */
@@ -386,6 +385,7 @@ static float *update_scratch(size_t n) {
     return buf;
 }
 
+/* All tiles over all of K, in the calling thread */
 static inline __attribute__((always_inline)) void
 matmul_tiles(const int kind, int M, int N, int K, const float *A, long a_row, long a_col,
              const float *B, long ldb, float *C, long ldc, const epilogue *e) {
