@@ -26,6 +26,13 @@
 # k-th run of each configuration): this VM's speed drifts by up to 1.5x from one
 # stretch of seconds to the next, which a same-round ratio largely cancels; the verdict
 # lines list every round's ratio.
+# How fast the cores ran: every cnn run prints each worker's conv microseconds per sample
+# (epochs 2..E; the conv touches only that thread's own data, so it times the core, not
+# the sharing). Per round, each 2-core worker's speed is 1x1's conv time over its own;
+# their sum (1x2: pieces move to the faster core) or twice the slower one (2x1: an even
+# split waits for the slower rank) bounds the speedup any sharing of the work could
+# have given on those cores in that round, and the table shows the median of the
+# speedup over that bound. The verdict stays the measured speedup.
 #
 # Usage: bench/cnn-bench.sh [--epochs E] [--runs R] [--data DIR] [--train N] [--csv FILE] [--quick]
 #   --epochs E   epochs per run (default 3: the median is over epochs 2..3)
@@ -72,6 +79,8 @@ common=(--data "$data" --batch 32 --lr 0.01 --epochs "$epochs" --csv "$csv" --qu
 [ "$train" -eq 0 ] || common+=(--train "$train")
 clean=(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE)
 LOCK=/tmp/partrain-bench.lock
+cores_log=$(mktemp)   # "P T conv-us-per-worker" of every cnn run, in run order
+trap 'rm -f "$cores_log"' EXIT
 
 since=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 echo "cnn-bench: $data$([ "$train" -eq 0 ] || echo " (first $train)"), batch 32, $epochs epochs x $runs runs," \
@@ -88,6 +97,7 @@ run_one() {   # label, command...: one locked run; shows the program's summary l
     exit 1
   fi
   printf '[%d/%d] %-10s %s\n' "$k" "$total" "$label" "$(printf '%s\n' "$out" | tail -n 1)"
+  last_out=$out
 }
 cnn_run() {   # P T
   local p=$1 t=$2 env=("${clean[@]}") bind=()
@@ -97,6 +107,9 @@ cnn_run() {   # P T
   [ $((p * t)) -gt "$cores" ] && env+=(OMP_WAIT_POLICY=passive)
   [ $((p * t)) -gt "$cores" ] && [ "$p" -le "$cores" ] && env+=("MPIRUN_ARGS=--mca mpi_yield_when_idle 1")
   run_one "cnn ${p}x$t" "${env[@]}" scripts/mpirun.sh "${bind[@]}" "$p" cnn/cnn --threads "$t" "${common[@]}"
+  local conv
+  conv=$(printf '%s\n' "$last_out" | sed -n 's/.*| conv us\/sample \([-0-9.,]*\) |.*/\1/p' | tail -n 1)
+  echo "$p $t ${conv:--}" >>"$cores_log"
 }
 torch_run() {   # T
   local t=$1 cpus=0
@@ -111,9 +124,9 @@ done
 
 echo
 echo "median over $runs run(s) of each run's median epoch time (epochs 2..$epochs)"
-"$PY" - "$csv" "$since" "$epochs" "${train:-0}" <<'EOF'
+"$PY" - "$csv" "$since" "$epochs" "${train:-0}" "$cores_log" <<'EOF'
 import csv, statistics, sys
-path, since, epochs, train = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+path, since, epochs, train, cores_log = sys.argv[1:6]
 groups = {}
 with open(path, newline="") as f:
     for r in csv.DictReader(f):
@@ -163,4 +176,36 @@ if two:
     detail = "; ".join(f"{c[1]}x{c[2]} {v:.2f}x, rounds: {fmt(rounds(('cnn', 1, 1), c))}, ratio of the medians "
                        f"{base / med(c):.2f}x" for v, c in two)
     print(f"target >= 1.7x at 2 cores: best {k[1]}x{k[2]} {s:.2f}x -> {'MET' if s >= 1.7 else 'MISSED'} ({detail})")
+
+# how fast the cores ran in each round (conv us/sample of every worker, this invocation)
+conv = {}
+with open(cores_log) as f:
+    for line in f:
+        p, t, vals = line.split()
+        ws = [float(v) for v in vals.split(",")] if vals != "-" else []
+        conv.setdefault((int(p), int(t)), []).append(ws if ws and all(w > 0 for w in ws) else None)
+base_conv = conv.get((1, 1), [])
+if base_conv and any(k in conv for k in ((1, 2), (2, 1))):
+    print()
+    print("how fast the cores ran: each worker's conv time per sample against 1x1's in the same round (1.00 = as fast);")
+    print("bound = the most any sharing of the work could give on those cores (1x2: the sum; 2x1: twice the slower)")
+    for c, how in (((1, 2), "sum"), ((2, 1), "min")):
+        if c not in conv:
+            continue
+        sp, ratio_rows = rounds(("cnn", 1, 1), ("cnn",) + c), []
+        for i, (b, ws) in enumerate(zip(base_conv, conv[c])):
+            if not b or not ws or len(b) != 1 or i >= len(sp):
+                continue
+            speeds = [b[0] / w for w in ws]
+            bound = sum(speeds) if how == "sum" else len(speeds) * min(speeds)
+            ratio_rows.append((sp[i], speeds, bound))
+        if not ratio_rows:
+            continue
+        for i, (s, speeds, bound) in enumerate(ratio_rows, 1):
+            print(f"  {c[0]}x{c[1]} round {i}: speedup {s:.2f}x | cores at {', '.join(f'{v:.2f}' for v in speeds)}"
+                  f" of 1x1's speed -> bound {bound:.2f}x | {s / bound:.2f} of the bound")
+        eff = statistics.median(s / b for s, _, b in ratio_rows)
+        print(f"  {c[0]}x{c[1]} median: bound {statistics.median(b for _, _, b in ratio_rows):.2f}x, speedup "
+              f"{statistics.median(s for s, _, _ in ratio_rows):.2f}x = {eff:.2f} of the bound "
+              f"(on 2 cores as fast as 1x1's, {2 * eff:.2f}x)")
 EOF

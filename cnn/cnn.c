@@ -650,6 +650,9 @@ static void split(long n, int t, int T, long *lo, long *hi) {
 typedef struct {
     _Alignas(64) double sync;     /* seconds waiting at barriers (own cache line: no false sharing) */
     long correct;                 /* training samples classified correctly */
+    double conv_seconds;          /* in the conv forward and backward of the samples this thread ran */
+    long conv_samples;            /*   (epochs 2..E; every epoch when E = 1): this core's speed, as */
+                                  /*   the conv touches only the thread's own data (README, CNN) */
 } thread_stats;
 
 /* Every thread of the team; the wait is this rank's synchronisation time. */
@@ -969,7 +972,9 @@ conv_backward_pass(const int NP, const int MASKED, const float *row, int S, cons
     g[0] = g00; g[1] = g01; g[2] = g02; g[3] = g10; g[4] = g11; g[5] = g12; g[6] = g20; g[7] = g21; g[8] = g22;
 }
 
-static void conv_backward_one(const cnn *m, const float *restrict img, const float *restrict pooled,
+/* noinline: gcc 12 inlined it into sample_pass once sample_pass timed the conv, and the
+ * epoch got 6-7 % slower (pinned 1 x 1, 20,000 samples, alternating runs) */
+static __attribute__((noinline)) void conv_backward_one(const cnn *m, const float *restrict img, const float *restrict pooled,
                               const unsigned char *restrict arg, const float *restrict dpool, float *restrict slot) {
     int S = m->side, P = m->pool_side, W2 = 2 * P;
     __m512 g[9], db = _mm512_setzero_ps();
@@ -1184,14 +1189,19 @@ static int take_piece(sample_block *b, int from_front, int all, long *lo, long *
  * thread: conv + ReLU + pool, logits, softmax (loss and dL/dlogits), dL/dpooled, the conv
  * backward into each (sample, filter)'s slot. */
 static void sample_pass(cnn *m, thread_stats *st, const dataset *d, const uint32_t *idx, long r0, long r1) {
+    double c0 = timer_now();
     conv_pool_forward_rows(m, d->x, idx, r0, r1);
+    double c1 = timer_now();
     dense_forward(m, r0, r1);
     for (long i = r0; i < r1; i++) {
         unsigned char y = d->y[idx[i]];
         m->loss_row[i] = softmax_xent(m->logits + i * CLASSES, &y, 1, CLASSES, &st->correct);
     }
     dense_backward_input(m, r0, r1);
+    double c2 = timer_now();
     conv_backward_rows(m, d->x, idx, r0, r1);
+    st->conv_seconds += (c1 - c0) + (timer_now() - c2);
+    st->conv_samples += r1 - r0;
 }
 
 /* After the barrier, thread t's block of columns of every holding thread's dense weight
@@ -1499,7 +1509,11 @@ int main(int argc, char **argv) {
     for (int epoch = 1; epoch <= o->epochs; epoch++) {
         prng_permutation(order, (uint32_t)train_n, o->seed, (uint64_t)epoch);
         comm_seconds = 0.0;
-        for (int t = 0; t < T; t++) { st[t].sync = 0.0; st[t].correct = 0; }
+        for (int t = 0; t < T; t++) {
+            st[t].sync = 0.0;
+            st[t].correct = 0;
+            if (epoch <= 2) { st[t].conv_seconds = 0.0; st[t].conv_samples = 0; }   /* epoch 1 warms up */
+        }
         double loss_sum = 0.0, t0 = timer_now();
 #pragma omp parallel num_threads(T)
         {
@@ -1548,6 +1562,19 @@ int main(int argc, char **argv) {
         return 1;
     }
 
+    /* each worker's (rank-major, then thread) conv microseconds per sample, to rank 0:
+     * how fast each core ran while this configuration trained (bench/cnn-bench.sh sets
+     * them against the 1 x 1 run's; -1: the worker ran no samples) */
+    double *conv_us = malloc(sizeof(double) * (size_t)T), *conv_all = malloc(sizeof(double) * (size_t)T * nranks);
+    char *conv_text = malloc((size_t)T * nranks * 12 + 1);
+    agree_or_die(!conv_us || !conv_all || !conv_text, "out of memory", 1);
+    for (int t = 0; t < T; t++) conv_us[t] = st[t].conv_samples ? 1e6 * st[t].conv_seconds / (double)st[t].conv_samples : -1.0;
+    mpi_check(MPI_Gather(conv_us, T, MPI_DOUBLE, conv_all, T, MPI_DOUBLE, 0, MPI_COMM_WORLD), "MPI_Gather");
+    conv_text[0] = '\0';
+    for (int w = 0, at = 0; rank == 0 && w < T * nranks; w++)
+        at += conv_all[w] < 0 ? snprintf(conv_text + at, 12, "%s-", w ? "," : "")
+                              : snprintf(conv_text + at, 12, "%s%.2f", w ? "," : "", conv_all[w] > 9999 ? 9999.0 : conv_all[w]);
+
     /* results: rank 0 alone */
     int status = 0;
     if (rank == 0) {
@@ -1583,9 +1610,10 @@ int main(int argc, char **argv) {
             fprintf(stderr, PROGRAM ": %s\n", err);
         } else
             printf("cnn: %s | %d ranks x %d threads | %d epochs | epoch median %.3f s | comm %.3f s (%.0f%%) | "
-                   "sync %.3f s | %.1fk samples/s | %.1f GFLOP/s | loss %.4f | test acc %.2f%% | replicas identical | csv %s\n",
+                   "sync %.3f s | %.1fk samples/s | %.1f GFLOP/s | conv us/sample %s | loss %.4f | test acc %.2f%% | "
+                   "replicas identical | csv %s\n",
                    variant, nranks, T, o->epochs, median, comm_median, 100.0 * comm_median / median, sync_median,
-                   row.samples_per_second / 1e3, row.gflops, row.final_train_loss, row.test_accuracy,
+                   row.samples_per_second / 1e3, row.gflops, conv_text, row.final_train_loss, row.test_accuracy,
                    strcmp(o->csv, "none") ? o->csv : "(none)");
     }
 
@@ -1593,6 +1621,7 @@ int main(int argc, char **argv) {
     dataset_free(&train);
     if (test_count > 0) dataset_free(&test);
     free(order); free(st); free(loss_curve); free(acc_curve); free(epoch_sec); free(comm_sec); free(sync_sec);
+    free(conv_us); free(conv_all); free(conv_text);
     return status;
 }
 #endif

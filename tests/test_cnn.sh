@@ -91,6 +91,9 @@ d=$(max_rel "$ref" "$c")
 check "2 ranks x 2 threads: per-epoch loss within $TOL of 1 x 1 (max rel diff $d)" "$ref vs $c" within "$d" $TOL
 check "2 x 2 records ranks 2, threads 2, OMP_WAIT_POLICY passive" "$(col ranks) $(col threads) $(col omp_wait_policy)" \
   [ "$(col ranks) $(col threads) $(col omp_wait_policy)" = "2 2 passive" ]
+conv=$(sed -n 's/.*| conv us\/sample \([^ ]*\) |.*/\1/p' "$TMP/out")
+check "2 x 2 summary: conv us/sample of each of the 4 workers, all positive ($conv)" "$(tail -n 1 "$TMP/out")" \
+  awk -v c="$conv" 'BEGIN { n = split(c, v, ","); ok = n == 4; for (i = 1; i <= n; i++) ok = ok && v[i] + 0 > 0; exit !ok }'
 run 2x1 "${EQ[@]}" --sync reduce-bcast && c=$(col train_loss_curve)
 check "--sync reduce-bcast: bit-identical to allreduce (2 ranks)" "$c21 vs $c" [ "$c" = "$c21" ]
 check "CSV variant is the --sync mode" "$(col variant)" [ "$(col variant)" = reduce-bcast ]
