@@ -205,7 +205,7 @@ if base_conv and any(k in conv for k in ((1, 2), (2, 1))):
             print(f"  {c[0]}x{c[1]} round {i}: speedup {s:.2f}x | cores at {', '.join(f'{v:.2f}' for v in speeds)}"
                   f" of 1x1's speed -> bound {bound:.2f}x | {s / bound:.2f} of the bound")
         eff = statistics.median(s / b for s, _, b in ratio_rows)
-        print(f"  {c[0]}x{c[1]} median: bound {statistics.median(b for _, _, b in ratio_rows):.2f}x, speedup "
-              f"{statistics.median(s for s, _, _ in ratio_rows):.2f}x = {eff:.2f} of the bound "
-              f"(on 2 cores as fast as 1x1's, {2 * eff:.2f}x)")
+        print(f"  {c[0]}x{c[1]} medians over the rounds: bound {statistics.median(b for _, _, b in ratio_rows):.2f}x, "
+              f"speedup {statistics.median(s for s, _, _ in ratio_rows):.2f}x, fraction of the bound {eff:.2f} "
+              f"(that fraction of 2 cores as fast as 1x1's: {2 * eff:.2f}x)")
 EOF
