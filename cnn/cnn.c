@@ -52,7 +52,8 @@
  * 4 barriers (sums written; the rank's sums combined; the master's MPI call and its update
  * of the small part done; WdT rewritten), 6 with reduce-bcast.
  * Per epoch, outside the timed training: loss, correct counts, times, the seconds inside
- * MPI calls and inside barriers are reduced to rank 0. Only rank 0 prints and writes the
+ * MPI calls and inside barriers are reduced to rank 0; at the end, each worker's conv time
+ * per sample (how fast its core ran) is gathered there. Only rank 0 prints and writes the
  * CSV. Data: every rank loads the whole training set (the shuffle is global) and its own
  * contiguous shard of the test set.
  * Kernels: the convolution is a direct loop nest vectorized along the output row (AVX-512:
