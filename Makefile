@@ -70,8 +70,6 @@ CUDA_TARGETS = $(if $(HAVE_NVCC),$(O)cuda/cuda) $(if $(HAVE_CXX),$(O)cuda/cuda-e
 SERIAL_DEFS = $(if $(HAVE_BLAS),-DHAVE_CBLAS)
 SERIAL_LIBS = $(if $(HAVE_BLAS),-lopenblas)
 
-# The programs and the source each is built from; a program whose source does not
-# exist yet is reported as skipped, never faked.
 PROGRAMS = serial/serial openmp/openmp mpi/mpi mpi/pipeline hybrid/hybrid cuda/cuda cnn/cnn
 
 .PHONY: all test data plots clean report cuda cuda-emu cuda-mpi hybrid
@@ -85,19 +83,16 @@ CPU_PROGRAMS = $(if $(HAVE_ZLIB),$(O)serial/serial) $(if $(and $(HAVE_ZLIB),$(HA
 cpu: $(CPU_PROGRAMS)
 
 report: $(CPU_PROGRAMS) $(CUDA_TARGETS)
-	@$(if $(O),echo "partrain: this is the portable build ($(ARCH)), in $(O)")
-	@echo "partrain build summary:"
+	@echo "partrain build summary:$(if $(O), the portable build ($(ARCH)) in $(O))"
 	@$(if $(HAVE_ZLIB),echo "  ✓ serial/serial$(if $(HAVE_BLAS), (with --gemm blas: OpenBLAS found), (without --gemm blas: OpenBLAS not found; apt-get install libopenblas-dev))",echo "  ✗ serial/serial skipped: zlib headers missing (apt-get install zlib1g-dev)")
-	@$(if $(and $(HAVE_ZLIB),$(HAVE_OMP)),echo "  ✓ openmp/openmp (--accum critical|reduction|loop|model)",echo "  ✗ openmp/openmp skipped: $(if $(NO_OMP),NO_OMP=1 given,$(if $(HAVE_ZLIB),$(CC) -fopenmp failed (apt-get install libgomp1 or use CC=gcc),zlib headers missing (apt-get install zlib1g-dev)))")
-	@$(if $(and $(HAVE_ZLIB),$(HAVE_MPI)),echo "  ✓ mpi/mpi (--sync allreduce|reduce-bcast|overlap) and mpi/pipeline (GPipe micro-batches): run with scripts/mpirun.sh P ...",echo "  ✗ mpi/mpi and mpi/pipeline skipped: $(if $(NO_MPI),NO_MPI=1 given,$(if $(HAVE_ZLIB),$(MPICC) not found (apt-get install openmpi-bin libopenmpi-dev),zlib headers missing (apt-get install zlib1g-dev)))")
-	@$(if $(HAVE_NVCC),echo "  ✓ cuda/cuda (nvcc $(NVCC) $(CUDA_ARCH); --kernel naive|tiled|cublas)$(if $(shell nvidia-smi -L 2>/dev/null | grep GPU),, (no GPU here: it exits 3; scripts/gpu-check.sh on a GPU machine))",echo "  ✗ cuda/cuda skipped: $(if $(NO_CUDA),NO_CUDA=1 given,nvcc not found in PATH or \$$CUDA_HOME/bin or /usr/local/cuda/bin (install the CUDA toolkit or set NVCC=))")
+	@$(if $(and $(HAVE_ZLIB),$(HAVE_OMP)),echo "  ✓ openmp/openmp (--accum $$($(O)openmp/openmp --list-variants | cut -f1 | paste -sd"|"))",echo "  ✗ openmp/openmp skipped: $(if $(NO_OMP),NO_OMP=1 given,$(if $(HAVE_ZLIB),$(CC) -fopenmp failed (apt-get install libgomp1 or use CC=gcc),zlib headers missing (apt-get install zlib1g-dev)))")
+	@$(if $(and $(HAVE_ZLIB),$(HAVE_MPI)),echo "  ✓ mpi/mpi (--sync $$($(O)mpi/mpi --list-variants | cut -f1 | paste -sd"|")) and mpi/pipeline (GPipe micro-batches): run with scripts/mpirun.sh P ...",echo "  ✗ mpi/mpi and mpi/pipeline skipped: $(if $(NO_MPI),NO_MPI=1 given,$(if $(HAVE_ZLIB),$(MPICC) not found (apt-get install openmpi-bin libopenmpi-dev),zlib headers missing (apt-get install zlib1g-dev)))")
+	@$(if $(HAVE_NVCC),echo "  ✓ cuda/cuda (nvcc $(NVCC) $(CUDA_ARCH); variants $$($(O)cuda/cuda --list-variants | cut -f1 | paste -sd"|"))$(if $(shell nvidia-smi -L 2>/dev/null | grep GPU),, (no GPU here: it exits 3; scripts/gpu-check.sh on a GPU machine))",echo "  ✗ cuda/cuda skipped: $(if $(NO_CUDA),NO_CUDA=1 given,nvcc not found in PATH or \$$CUDA_HOME/bin or /usr/local/cuda/bin (install the CUDA toolkit or set NVCC=))")
 	@$(if $(HAVE_CXX),echo "  ✓ cuda/cuda-emu (the same kernels on the CPU through cuda/cuda_emu.h: for tests, not timings)",echo "  ✗ cuda/cuda-emu skipped: $(CXX) cannot compile C++17 with <ucontext.h> (apt-get install g++)")
 	@$(if $(and $(HAVE_NVCC),$(HAVE_MPICXX)),echo "  ✓ cuda/cuda-mpi (data parallel over ranks, host-staged MPI_Allreduce)",echo "  ✗ cuda/cuda-mpi skipped: $(if $(NO_MPI),NO_MPI=1 given,$(if $(HAVE_NVCC),$(MPICXX) not found (apt-get install libopenmpi-dev),nvcc not found))")
 	@$(if $(and $(HAVE_CXX),$(HAVE_MPICXX)),echo "  ✓ cuda/cuda-mpi-emu (the MPI build on the CPU emulation)",echo "  ✗ cuda/cuda-mpi-emu skipped: $(if $(NO_MPI),NO_MPI=1 given,$(if $(HAVE_CXX),$(MPICXX) not found (apt-get install libopenmpi-dev),no C++17 compiler with <ucontext.h>))")
-	@$(if $(and $(HAVE_ZLIB),$(HAVE_MPI),$(HAVE_OMP)),echo "  ✓ cnn/cnn (seed report 003's CNN, MPI ranks x OpenMP threads: scripts/mpirun.sh [--bind-to-none] P cnn/cnn --threads T)",echo "  ✗ cnn/cnn skipped: $(if $(NO_MPI),NO_MPI=1 given,$(if $(NO_OMP),NO_OMP=1 given,$(if $(HAVE_ZLIB),$(if $(HAVE_MPI),$(CC) -fopenmp failed (apt-get install libgomp1),$(MPICC) not found (apt-get install openmpi-bin libopenmpi-dev)),zlib headers missing (apt-get install zlib1g-dev))))")
-	@$(if $(and $(HAVE_ZLIB),$(HAVE_MPI),$(HAVE_OMP)),echo "  ✓ hybrid/hybrid (MPI ranks x OpenMP threads, MPI_THREAD_FUNNELED; --sync allreduce|reduce-bcast: scripts/mpirun.sh --bind-to-none P hybrid/hybrid --threads T)",echo "  ✗ hybrid/hybrid skipped: $(if $(NO_MPI),NO_MPI=1 given,$(if $(NO_OMP),NO_OMP=1 given,$(if $(HAVE_ZLIB),$(if $(HAVE_MPI),$(CC) -fopenmp failed (apt-get install libgomp1),$(MPICC) not found (apt-get install openmpi-bin libopenmpi-dev)),zlib headers missing (apt-get install zlib1g-dev))))")
-	@for p in openmp/openmp mpi/mpi mpi/pipeline hybrid/hybrid cuda/cuda cnn/cnn; do \
-	  [ -f $$p.c ] || [ -f $$p.cu ] || echo "  ✗ $$p skipped: not implemented yet (no $$p.c)"; done
+	@$(if $(and $(HAVE_ZLIB),$(HAVE_MPI),$(HAVE_OMP)),echo "  ✓ cnn/cnn (--sync $$($(O)cnn/cnn --list-variants | cut -f1 | paste -sd"|"); seed report 003's CNN, MPI ranks x OpenMP threads: scripts/mpirun.sh [--bind-to-none] P cnn/cnn --threads T)",echo "  ✗ cnn/cnn skipped: $(if $(NO_MPI),NO_MPI=1 given,$(if $(NO_OMP),NO_OMP=1 given,$(if $(HAVE_ZLIB),$(if $(HAVE_MPI),$(CC) -fopenmp failed (apt-get install libgomp1),$(MPICC) not found (apt-get install openmpi-bin libopenmpi-dev)),zlib headers missing (apt-get install zlib1g-dev))))")
+	@$(if $(and $(HAVE_ZLIB),$(HAVE_MPI),$(HAVE_OMP)),echo "  ✓ hybrid/hybrid (MPI ranks x OpenMP threads, MPI_THREAD_FUNNELED; --sync $$($(O)hybrid/hybrid --list-variants | cut -f1 | paste -sd"|"): scripts/mpirun.sh --bind-to-none P hybrid/hybrid --threads T)",echo "  ✗ hybrid/hybrid skipped: $(if $(NO_MPI),NO_MPI=1 given,$(if $(NO_OMP),NO_OMP=1 given,$(if $(HAVE_ZLIB),$(if $(HAVE_MPI),$(CC) -fopenmp failed (apt-get install libgomp1),$(MPICC) not found (apt-get install openmpi-bin libopenmpi-dev)),zlib headers missing (apt-get install zlib1g-dev))))")
 	@echo "  toolchains: OpenMP $(if $(HAVE_OMP),✓,✗)  MPI ($(MPICC)) $(if $(HAVE_MPI),✓,✗)  nvcc $(if $(HAVE_NVCC),✓ $(NVCC),✗)"
 
 $(O)serial/serial: serial/serial.c $(COMMON_SRC) $(COMMON_HDR)

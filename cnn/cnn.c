@@ -120,8 +120,12 @@ static int rank = 0, nranks = 1;   /* this process in MPI_COMM_WORLD */
 // ----------------------------------------------------------------------------
 // options: the common flags (common/options.h) plus this trainer's own
 
-enum sync_kind { SYNC_ALLREDUCE = 0, SYNC_REDUCE_BCAST = 1 };
-static const char *const SYNC_NAMES[] = { "allreduce", "reduce-bcast" };
+/* the variants: X(id, CSV name, --sync value, help) */
+#define SYNC_MODES(X) \
+    X(SYNC_ALLREDUCE,    "allreduce",    "allreduce",    "MPI_Allreduce of all gradients, every rank updates") \
+    X(SYNC_REDUCE_BCAST, "reduce-bcast", "reduce-bcast", "MPI_Reduce to rank 0, rank 0 updates, MPI_Bcast")
+enum sync_kind { SYNC_MODES(VARIANT_ENUM) N_SYNC };
+static const variant SYNC[] = { SYNC_MODES(VARIANT_ROW) };
 
 typedef struct {
     train_options common;
@@ -142,10 +146,9 @@ static void usage(void) {
            "CNN:\n"
            "  --filters F           convolution filters (3x3) [8]\n"
            "  --threads T           OpenMP threads per rank [1]\n"
-           "  --sync MODE           gradient exchange per step [allreduce]:\n"
-           "                        allreduce    MPI_Allreduce of all gradients, every rank updates\n"
-           "                        reduce-bcast MPI_Reduce to rank 0, rank 0 updates, MPI_Bcast\n"
-           "  --batch-per-rank B    B rows per rank per step, i.e. a global batch of P*B\n"
+           "  --sync MODE           gradient exchange per step [allreduce]:\n");
+    variant_usage(SYNC, N_SYNC);
+    printf("  --batch-per-rank B    B rows per rank per step, i.e. a global batch of P*B\n"
            "                        (seed report 003's semantics; instead of --batch)\n");
 }
 
@@ -170,6 +173,7 @@ static void parse_options(cnn_options *o, int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { if (rank == 0) usage(); exit(0); }
+        if (!strcmp(a, "--list-variants")) { if (rank == 0) variant_list("--sync", SYNC, N_SYNC); exit(0); }
         if (!strcmp(a, "--threads")) {
             o->threads = (int)options_long(PROGRAM, a, options_value(PROGRAM, argc, argv, &i), 1, MAX_THREADS);
             continue;
@@ -179,11 +183,7 @@ static void parse_options(cnn_options *o, int argc, char **argv) {
             continue;
         }
         if (!strcmp(a, "--sync")) {
-            const char *v = options_value(PROGRAM, argc, argv, &i);
-            int k = 0;
-            while (k < 2 && strcmp(v, SYNC_NAMES[k])) k++;
-            if (k == 2) options_die(PROGRAM, "--sync: unknown mode '%s' (allreduce, reduce-bcast)", v);
-            o->sync = k;
+            o->sync = variant_parse(PROGRAM, "--sync", options_value(PROGRAM, argc, argv, &i), SYNC, N_SYNC);
             continue;
         }
         if (!strcmp(a, "--batch-per-rank")) {
@@ -1200,7 +1200,7 @@ int main(int argc, char **argv) {
     char layers[64], dname[256], variant[64];
     cnn_layers_string(&m, layers, sizeof layers);
     options_dataset_name(o, dname, sizeof dname);
-    snprintf(variant, sizeof variant, "%s", SYNC_NAMES[co.sync]);
+    snprintf(variant, sizeof variant, "%s", SYNC[co.sync].name);
     double flops_epoch = cnn_flops_per_sample(&m) * (double)train_n;
     if (rank == 0) {
         int S = m.side, C = m.conv_side, P = m.pool_side;

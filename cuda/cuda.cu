@@ -143,7 +143,29 @@ static unsigned blocks_for(long n, int per_block) { return (unsigned)((n + per_b
 // options: the common flags (common/options.h) plus this trainer's own
 
 enum kernel_kind { KERNEL_NAIVE = 0, KERNEL_TILED = 1, KERNEL_CUBLAS = 2 };
-static const char *const KERNEL_NAMES[] = { "naive", "tiled", "cublas" };
+/* the variants, each kernel with its tile: X(CSV name, kernel, --kernel value, tile, help).
+ * --kernel takes the value, --tile the side; the CSV name says both (tiled16). */
+#define CUDA_VARIANTS(X) \
+    X("naive",   KERNEL_NAIVE,  "naive",  0,  "one thread per element, global memory") \
+    X("tiled16", KERNEL_TILED,  "tiled",  16, "shared-memory tiles, 16x16 threads per block") \
+    X("tiled32", KERNEL_TILED,  "tiled",  32, "shared-memory tiles, 32x32 threads per block") \
+    X("cublas",  KERNEL_CUBLAS, "cublas", 0,  "cuBLAS sgemm (not in the CPU emulation build)")
+struct cuda_variant { const char *name; int kernel; const char *value; int tile; const char *help; };
+#define CUDA_VARIANT_ROW(name, kernel, value, tile, help) { name, kernel, value, tile, help },
+static const struct cuda_variant CUDA_VARIANT[] = { CUDA_VARIANTS(CUDA_VARIANT_ROW) };
+enum { N_CUDA_VARIANT = sizeof CUDA_VARIANT / sizeof CUDA_VARIANT[0] };
+
+/* --list-variants: the ones this build runs */
+static void list_variants(void) {
+    for (int k = 0; k < N_CUDA_VARIANT; k++) {
+        const struct cuda_variant *v = &CUDA_VARIANT[k];
+#ifdef CUDA_EMU
+        if (v->kernel == KERNEL_CUBLAS) continue;
+#endif
+        if (v->tile) printf("%s\t--kernel %s --tile %d\t%s\n", v->name, v->value, v->tile, v->help);
+        else printf("%s\t--kernel %s\t%s\n", v->name, v->value, v->help);
+    }
+}
 
 typedef struct {
     train_options common;
@@ -192,11 +214,12 @@ static void parse_options(cuda_options *o, int argc, char **argv) {
 #endif
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { if (rank == 0) usage(); exit(0); }
+        if (!strcmp(argv[i], "--list-variants")) { if (rank == 0) list_variants(); exit(0); }
         if (!strcmp(argv[i], "--kernel")) {
             const char *v = options_value(PROGRAM, argc, argv, &i);
-            int k = 0;
-            while (k < 3 && strcmp(v, KERNEL_NAMES[k])) k++;
-            if (k == 3) options_die(PROGRAM, "--kernel: unknown kernel '%s' (naive, tiled, cublas)", v);
+            int k = -1;
+            for (int n = 0; n < N_CUDA_VARIANT && k < 0; n++) if (!strcmp(v, CUDA_VARIANT[n].value)) k = CUDA_VARIANT[n].kernel;
+            if (k < 0) options_die(PROGRAM, "--kernel: unknown kernel '%s' (naive, tiled, cublas)", v);
 #ifdef CUDA_EMU
             if (k == KERNEL_CUBLAS)
                 options_die(PROGRAM, "--kernel cublas: the CPU emulation build has no cuBLAS (use naive or tiled here, "
@@ -853,11 +876,12 @@ int main(int argc, char **argv) {
         CUBLAS(cublasSetMathMode(cublas, CUBLAS_DEFAULT_MATH));   /* FP32 products, no TF32 tensor cores */
     }
 #endif
-    char hidden[128], dname[256], variant[64];
+    char hidden[128], dname[256], variant[64] = "";
     options_hidden_string(o, hidden, sizeof hidden);
     options_dataset_name(o, dname, sizeof dname);
-    if (kernel_kind == KERNEL_TILED) snprintf(variant, sizeof variant, "tiled%d", tile_side);
-    else snprintf(variant, sizeof variant, "%s", KERNEL_NAMES[kernel_kind]);
+    for (int k = 0; k < N_CUDA_VARIANT; k++)
+        if (CUDA_VARIANT[k].kernel == kernel_kind && (!CUDA_VARIANT[k].tile || CUDA_VARIANT[k].tile == tile_side))
+            snprintf(variant, sizeof variant, "%s", CUDA_VARIANT[k].name);
     double flops_epoch = mlp_flops_per_sample(&m) * (double)train_n;
     if (rank == 0) {
         printf(PROGRAM ": %s MLP %d", options_activation_name(o->activation), m.size[0]);

@@ -73,8 +73,12 @@ static int rank = 0, nranks = 1;   /* this process in MPI_COMM_WORLD */
 // ----------------------------------------------------------------------------
 // options: the common flags (common/options.h) plus this trainer's own
 
-enum sync_kind { SYNC_ALLREDUCE = 0, SYNC_REDUCE_BCAST = 1 };
-static const char *const SYNC_NAMES[] = { "allreduce", "reduce-bcast" };
+/* the variants: X(id, CSV name, --sync value, help) */
+#define SYNC_MODES(X) \
+    X(SYNC_ALLREDUCE,    "allreduce",    "allreduce",    "MPI_Allreduce of all gradients, every rank updates") \
+    X(SYNC_REDUCE_BCAST, "reduce-bcast", "reduce-bcast", "MPI_Reduce to rank 0, rank 0 updates, MPI_Bcast")
+enum sync_kind { SYNC_MODES(VARIANT_ENUM) N_SYNC };
+static const variant SYNC[] = { SYNC_MODES(VARIANT_ROW) };
 
 typedef struct {
     train_options common;
@@ -89,10 +93,9 @@ static void usage(void) {
     options_usage_common();
     printf("Hybrid:\n"
            "  --threads T           OpenMP threads per rank [OMP_NUM_THREADS if set, else 1]\n"
-           "  --sync MODE           gradient exchange between ranks per step [allreduce]:\n"
-           "                        allreduce    MPI_Allreduce of all gradients, every rank updates\n"
-           "                        reduce-bcast MPI_Reduce to rank 0, rank 0 updates, MPI_Bcast\n"
-           "  --dump-params FILE    after training, rank 0 writes the parameters (W1 b1 W2 ...,\n"
+           "  --sync MODE           gradient exchange between ranks per step [allreduce]:\n");
+    variant_usage(SYNC, N_SYNC);
+    printf("  --dump-params FILE    after training, rank 0 writes the parameters (W1 b1 W2 ...,\n"
            "                        raw float32) to FILE (for the equivalence tests)\n"
            "Environment (test hook): PARTRAIN_FAKE_PROVIDED=single|funneled|serialized|multiple\n"
            "                        pretends MPI_Init_thread provided that thread level\n");
@@ -115,16 +118,13 @@ static void parse_options(hybrid_options *o, int argc, char **argv) {
     }
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { if (rank == 0) usage(); exit(0); }
+        if (!strcmp(argv[i], "--list-variants")) { if (rank == 0) variant_list("--sync", SYNC, N_SYNC); exit(0); }
         if (!strcmp(argv[i], "--threads")) {
             o->threads = (int)options_long(PROGRAM, "--threads", options_value(PROGRAM, argc, argv, &i), 1, MAX_THREADS);
             continue;
         }
         if (!strcmp(argv[i], "--sync")) {
-            const char *v = options_value(PROGRAM, argc, argv, &i);
-            int k = 0;
-            while (k < 2 && strcmp(v, SYNC_NAMES[k])) k++;
-            if (k == 2) options_die(PROGRAM, "--sync: unknown mode '%s' (allreduce, reduce-bcast)", v);
-            o->sync = k;
+            o->sync = variant_parse(PROGRAM, "--sync", options_value(PROGRAM, argc, argv, &i), SYNC, N_SYNC);
             continue;
         }
         if (!strcmp(argv[i], "--dump-params")) { o->dump_params = options_value(PROGRAM, argc, argv, &i); continue; }
@@ -716,7 +716,7 @@ int main(int argc, char **argv) {
     char hidden[128], dname[256], variant[64];
     options_hidden_string(o, hidden, sizeof hidden);
     options_dataset_name(o, dname, sizeof dname);
-    snprintf(variant, sizeof variant, "%s", SYNC_NAMES[ho.sync]);
+    snprintf(variant, sizeof variant, "%s", SYNC[ho.sync].name);
     double flops_epoch = mlp_flops_per_sample(&m) * (double)train_n;
     if (rank == 0) {
         printf("hybrid: %s MLP %d", options_activation_name(o->activation), m.size[0]);

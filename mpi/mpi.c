@@ -65,8 +65,13 @@ static int rank = 0, nranks = 1;   /* this process in MPI_COMM_WORLD */
 // ----------------------------------------------------------------------------
 // options: the common flags (common/options.h) plus this trainer's own
 
-enum sync_kind { SYNC_ALLREDUCE = 0, SYNC_REDUCE_BCAST = 1, SYNC_OVERLAP = 2 };
-static const char *const SYNC_NAMES[] = { "allreduce", "reduce-bcast", "overlap" };
+/* the variants: X(id, CSV name, --sync value, help) */
+#define SYNC_MODES(X) \
+    X(SYNC_ALLREDUCE,    "allreduce",    "allreduce",    "MPI_Allreduce of all gradients, every rank updates") \
+    X(SYNC_REDUCE_BCAST, "reduce-bcast", "reduce-bcast", "MPI_Reduce to rank 0, rank 0 updates, MPI_Bcast") \
+    X(SYNC_OVERLAP,      "overlap",      "overlap",      "MPI_Iallreduce per layer during backward")
+enum sync_kind { SYNC_MODES(VARIANT_ENUM) N_SYNC };
+static const variant SYNC[] = { SYNC_MODES(VARIANT_ROW) };
 
 typedef struct {
     train_options common;
@@ -81,11 +86,9 @@ static void usage(void) {
            "Trains an MLP on MNIST-style IDX data, data-parallel over P MPI ranks.\n\n");
     options_usage_common();
     printf("MPI:\n"
-           "  --sync MODE           gradient exchange per step [allreduce]:\n"
-           "                        allreduce    MPI_Allreduce of all gradients, every rank updates\n"
-           "                        reduce-bcast MPI_Reduce to rank 0, rank 0 updates, MPI_Bcast\n"
-           "                        overlap      MPI_Iallreduce per layer during backward\n"
-           "  --batch-per-rank B    B rows per rank per step, i.e. a global batch of P*B\n"
+           "  --sync MODE           gradient exchange per step [allreduce]:\n");
+    variant_usage(SYNC, N_SYNC);
+    printf("  --batch-per-rank B    B rows per rank per step, i.e. a global batch of P*B\n"
            "                        (instead of --batch; fewer updates per epoch as P grows)\n"
            "  --dump-params FILE    after training, rank 0 writes the parameters (W1 b1 W2 ...,\n"
            "                        raw float32) to FILE (for the equivalence tests)\n");
@@ -109,12 +112,9 @@ static void parse_options(mpi_options *o, int argc, char **argv) {
     }
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { if (rank == 0) usage(); exit(0); }
+        if (!strcmp(argv[i], "--list-variants")) { if (rank == 0) variant_list("--sync", SYNC, N_SYNC); exit(0); }
         if (!strcmp(argv[i], "--sync")) {
-            const char *v = options_value(PROGRAM, argc, argv, &i);
-            int k = 0;
-            while (k < 3 && strcmp(v, SYNC_NAMES[k])) k++;
-            if (k == 3) options_die(PROGRAM, "--sync: unknown mode '%s' (allreduce, reduce-bcast, overlap)", v);
-            o->sync = k;
+            o->sync = variant_parse(PROGRAM, "--sync", options_value(PROGRAM, argc, argv, &i), SYNC, N_SYNC);
             continue;
         }
         if (!strcmp(argv[i], "--batch-per-rank")) {
@@ -561,7 +561,7 @@ int main(int argc, char **argv) {
     char hidden[128], dname[256], variant[64];
     options_hidden_string(o, hidden, sizeof hidden);
     options_dataset_name(o, dname, sizeof dname);
-    snprintf(variant, sizeof variant, "%s", SYNC_NAMES[mo.sync]);
+    snprintf(variant, sizeof variant, "%s", SYNC[mo.sync].name);
     double flops_epoch = mlp_flops_per_sample(&m) * (double)train_n;
     if (rank == 0) {
         printf("mpi: %s MLP %d", options_activation_name(o->activation), m.size[0]);

@@ -113,6 +113,11 @@ static void parse_options(pipeline_options *o, int argc, char **argv) {
     }
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { if (rank == 0) usage(); exit(0); }
+        if (!strcmp(argv[i], "--list-variants")) {   /* the variant is gpipe-mM for any --microbatches M */
+            if (rank == 0) printf("gpipe-m1\t--microbatches 1\tthe whole mini-batch at once: serial's sums, no overlap\n"
+                                  "gpipe-m4\t--microbatches 4\tGPipe: 4 micro-batches flow through the stages (the default)\n");
+            exit(0);
+        }
         if (!strcmp(argv[i], "--microbatches")) {
             o->microbatches = (int)options_long(PROGRAM, argv[i], options_value(PROGRAM, argc, argv, &i), 1, 1000000);
             continue;

@@ -84,8 +84,14 @@
 // ----------------------------------------------------------------------------
 // options: the common flags (common/options.h) plus this trainer's own
 
-enum accum_kind { ACCUM_CRITICAL = 0, ACCUM_REDUCTION = 1, ACCUM_LOOP = 2, ACCUM_MODEL = 3, N_ACCUM = 4 };
-static const char *const accum_names[] = { "critical", "reduction", "loop", "model" };
+/* the variants: X(id, CSV name, --accum value, help) */
+#define ACCUM_MODES(X) \
+    X(ACCUM_CRITICAL,  "critical",  "critical",  "batch slices, gradients summed in omp critical") \
+    X(ACCUM_REDUCTION, "reduction", "reduction", "batch slices, lock-free fixed-order sum per parameter slice") \
+    X(ACCUM_LOOP,      "loop",      "loop",      "one model, every product split over the threads") \
+    X(ACCUM_MODEL,     "model",     "model",     "each thread owns a slice of layer 1's hidden units")
+enum accum_kind { ACCUM_MODES(VARIANT_ENUM) N_ACCUM };
+static const variant ACCUM[] = { ACCUM_MODES(VARIANT_ROW) };
 
 typedef struct {
     train_options common;
@@ -99,14 +105,9 @@ static void usage(void) {
     options_usage_common();
     printf("OpenMP:\n"
            "  --threads T           threads [OMP_NUM_THREADS if set, else all cores: %d]\n"
-           "  --accum MODE          how the threads share a step [loop]:\n"
-           "                        critical  = batch slices, gradients summed in omp critical\n"
-           "                        reduction = batch slices, lock-free fixed-order sum per\n"
-           "                                    parameter slice\n"
-           "                        loop      = one model, every product split over the threads\n"
-           "                        model     = each thread owns a slice of layer 1's hidden\n"
-           "                                    units (model parallelism): one barrier per step\n",
+           "  --accum MODE          how the threads share a step [loop]:\n",
            omp_get_num_procs());
+    variant_usage(ACCUM, N_ACCUM);
 }
 
 static void parse_options(openmp_options *o, int argc, char **argv) {
@@ -119,12 +120,9 @@ static void parse_options(openmp_options *o, int argc, char **argv) {
             o->threads = (int)options_long(PROGRAM, "--threads", options_value(PROGRAM, argc, argv, &i), 1, MAX_THREADS);
             continue;
         }
+        if (!strcmp(argv[i], "--list-variants")) { variant_list("--accum", ACCUM, N_ACCUM); exit(0); }
         if (!strcmp(argv[i], "--accum")) {
-            const char *v = options_value(PROGRAM, argc, argv, &i);
-            int k = -1;
-            for (int a = 0; a < N_ACCUM; a++) if (!strcmp(v, accum_names[a])) k = a;
-            if (k < 0) options_die(PROGRAM, "--accum: unknown mode '%s' (critical, reduction, loop, model)", v);
-            o->accum = k;
+            o->accum = variant_parse(PROGRAM, "--accum", options_value(PROGRAM, argc, argv, &i), ACCUM, N_ACCUM);
             continue;
         }
         if (options_parse_common(&o->common, PROGRAM, argc, argv, &i)) continue;
@@ -1009,7 +1007,7 @@ int main(int argc, char **argv) {
     char hidden[128], dname[256];
     options_hidden_string(o, hidden, sizeof hidden);
     options_dataset_name(o, dname, sizeof dname);
-    const char *variant = accum_names[accum];
+    const char *variant = ACCUM[accum].name;
     double flops_epoch = mlp_flops_per_sample(&m) * (double)train_n;
     printf("openmp: %s MLP %d", options_activation_name(o->activation), m.size[0]);
     for (int l = 1; l <= m.n_layers; l++) printf("-%d", m.size[l]);

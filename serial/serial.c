@@ -43,7 +43,17 @@
 // ----------------------------------------------------------------------------
 // options: the common flags (common/options.h) plus this trainer's own
 
-enum gemm_kind { GEMM_OWN = 0, GEMM_BLAS = 1 };
+/* the variants: X(id, CSV name, --gemm value, help); blas last (absent without OpenBLAS) */
+#define GEMM_MODES(X) \
+    X(GEMM_OWN,  "own-gemm", "own",  "own register-blocked kernel (common/gemm.h)") \
+    X(GEMM_BLAS, "blas",     "blas", "single-threaded OpenBLAS cblas_sgemm, epilogue as a second pass")
+enum gemm_kind { GEMM_MODES(VARIANT_ENUM) N_GEMM };
+static const variant GEMM[] = { GEMM_MODES(VARIANT_ROW) };
+#ifdef HAVE_CBLAS
+#define N_GEMM_BUILT N_GEMM
+#else
+#define N_GEMM_BUILT GEMM_BLAS
+#endif
 
 typedef struct {
     train_options common;
@@ -55,14 +65,14 @@ static void usage(void) {
            "Trains an MLP on MNIST-style IDX data on one core (the reference trainer).\n\n");
     options_usage_common();
     printf("Serial:\n"
-           "  --gemm own|blas       matrix products: own AVX-512 kernel or single-threaded\n"
-           "                        OpenBLAS cblas_sgemm%s [own]\n",
+           "  --gemm own|blas       matrix products [own]%s:\n",
 #ifdef HAVE_CBLAS
            ""
 #else
-           " (not built in: OpenBLAS was missing)"
+           " (blas not built in: OpenBLAS was missing)"
 #endif
     );
+    variant_usage(GEMM, N_GEMM);
 }
 
 static void parse_options(serial_options *o, int argc, char **argv) {
@@ -70,11 +80,9 @@ static void parse_options(serial_options *o, int argc, char **argv) {
     o->gemm = GEMM_OWN;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { usage(); exit(0); }
+        if (!strcmp(argv[i], "--list-variants")) { variant_list("--gemm", GEMM, N_GEMM_BUILT); exit(0); }
         if (!strcmp(argv[i], "--gemm")) {
-            const char *v = options_value(PROGRAM, argc, argv, &i);
-            if (!strcmp(v, "own")) o->gemm = GEMM_OWN;
-            else if (!strcmp(v, "blas")) o->gemm = GEMM_BLAS;
-            else options_die(PROGRAM, "--gemm: unknown kernel '%s' (own, blas)", v);
+            o->gemm = variant_parse(PROGRAM, "--gemm", options_value(PROGRAM, argc, argv, &i), GEMM, N_GEMM);
 #ifndef HAVE_CBLAS
             if (o->gemm == GEMM_BLAS) options_die(PROGRAM, "--gemm blas: this build has no OpenBLAS (install libopenblas-dev and run make)");
 #endif
@@ -360,7 +368,7 @@ int main(int argc, char **argv) {
     char hidden[128], dname[256];
     options_hidden_string(o, hidden, sizeof hidden);
     options_dataset_name(o, dname, sizeof dname);
-    const char *variant = so.gemm == GEMM_BLAS ? "blas" : "own-gemm";
+    const char *variant = GEMM[so.gemm].name;
     double flops_epoch = mlp_flops_per_sample(&m) * (double)train_n;
     printf("serial: %s MLP %d", options_activation_name(o->activation), m.size[0]);
     for (int l = 1; l <= m.n_layers; l++) printf("-%d", m.size[l]);
