@@ -198,7 +198,7 @@ $(O)tests/bin/test_loader: tests/test_loader.c $(COMMON_SRC) $(COMMON_HDR) tests
 
 $(O)tests/bin/test_results: tests/test_results.c common/results.c $(COMMON_HDR) tests/check.h
 	@mkdir -p $(dir $@)
-	$(CC) $(STD) $(SAN) $(WARN) $(CPPFLAGS) tests/test_results.c common/results.c -o $@ $(LDLIBS)
+	$(CC) $(STD) $(SAN) $(WARN) $(CPPFLAGS) tests/test_results.c common/results.c common/options.c -o $@ $(LDLIBS)
 
 $(O)tests/bin/serial-asan: serial/serial.c $(COMMON_SRC) $(COMMON_HDR)
 	@mkdir -p $(dir $@)

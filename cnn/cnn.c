@@ -96,6 +96,7 @@
 
 #include "gemm.h"
 #include "idx.h"
+#include "mlp.h"
 #include "options.h"
 #include "prng.h"
 #include "results.h"
@@ -109,13 +110,13 @@
 #endif
 
 #define PROGRAM "cnn"
+#include "mpi_util.h"   /* rank, nranks, mpi_check(), agree_or_die(), shard(), ... */
 #define EVAL_BATCH 512          /* rows per forward pass when evaluating */
 #define MAX_THREADS 256
 #define MAX_FILTERS 256
 #define CLASSES IDX_CLASSES
 #define SLOT 16                 /* floats per (sample, filter) gradient slot: 9 weights, bias, padding */
 
-static int rank = 0, nranks = 1;   /* this process in MPI_COMM_WORLD */
 
 // ----------------------------------------------------------------------------
 // options: the common flags (common/options.h) plus this trainer's own
@@ -163,13 +164,7 @@ static void parse_options(cnn_options *o, int argc, char **argv) {
     o->filters = 8;
     o->batch_per_rank = 0;
     o->batch_given = 0;
-    int saved = -1;
-    if (rank != 0) {
-        fflush(stderr);
-        saved = dup(2);
-        int devnull = open("/dev/null", O_WRONLY);
-        if (devnull >= 0) { dup2(devnull, 2); close(devnull); }
-    }
+    int saved = mute_stderr_off_root();
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { if (rank == 0) usage(); exit(0); }
@@ -206,20 +201,7 @@ static void parse_options(cnn_options *o, int argc, char **argv) {
     if (o->common.image_size && o->common.image_size < 4)
         options_die(PROGRAM, "--image-size %d: the CNN needs images of at least 4x4 (3x3 conv, then 2x2 pooling)",
                     o->common.image_size);
-    if (saved >= 0) { fflush(stderr); dup2(saved, 2); close(saved); }
-}
-
-/* An error every rank detects alike (a flag against the data): rank 0 prints it as
- * options_die() would, every rank exits 2. */
-static void die_all(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void die_all(const char *fmt, ...) {
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    if (rank == 0) options_die(PROGRAM, "%s", msg);
-    exit(2);
+    unmute_stderr(saved);
 }
 
 // ----------------------------------------------------------------------------
@@ -266,14 +248,6 @@ typedef struct {
                                      cnn_init was given; train_step's T must not exceed it) */
     double *loss_row;             /* rows: cross-entropy of each sample */
 } cnn;
-
-/* Every buffer starts on a 64-byte boundary: a misaligned 64-byte vector load spans
- * two cache lines, which costs a quarter of the kernel's speed. */
-static float *alloc_floats(long n) {
-    size_t bytes = ((size_t)n * sizeof(float) + 63) / 64 * 64;
-    return aligned_alloc(64, bytes ? bytes : 64);
-}
-#define PAD16(n) (((n) + 15L) / 16 * 16)   /* floats: keep each view 64-byte aligned */
 
 static int cnn_init(cnn *m, int side, int filters, uint64_t seed, int max_rows, int threads) {
     memset(m, 0, sizeof *m);
@@ -565,30 +539,6 @@ static void dense_forward(cnn *m, long r0, long r1) {
            m->logits + r0 * CLASSES, CLASSES, &e);
 }
 
-/* Softmax + cross-entropy on the logits in place: leaves dL/dlogits = p - onehot
- * (per sample, not yet divided by the batch size). Returns the summed loss (double)
- * and counts correct argmax predictions. */
-static double softmax_xent(float *restrict z, const unsigned char *restrict y, int rows, int classes,
-                           long *correct) {
-    double loss = 0.0;
-    for (int i = 0; i < rows; i++) {
-        float *zi = z + (long)i * classes;
-        int best = 0;
-        float mx = zi[0];
-        for (int c = 1; c < classes; c++) if (zi[c] > mx) { mx = zi[c]; best = c; }
-        float zy = zi[y[i]] - mx;
-        float sum = 0.0f;
-        for (int c = 0; c < classes; c++) { zi[c] = expf(zi[c] - mx); sum += zi[c]; }
-        /* -log p_y = log(sum) - (z_y - max): finite even when p_y underflows */
-        loss += (double)logf(sum) - (double)zy;
-        float inv = 1.0f / sum;
-        for (int c = 0; c < classes; c++) zi[c] *= inv;
-        zi[y[i]] -= 1.0f;
-        *correct += best == y[i];
-    }
-    return loss;
-}
-
 // ----------------------------------------------------------------------------
 // backward: the plain gradient sums of a thread's rows into its gradient buffer g
 // (thread_grad; nothing updated yet)
@@ -779,31 +729,9 @@ static void combine_dense_slice(cnn *m, int active, int t, int T) {
 static double comm_seconds;      /* inside MPI calls during training, since the last reset */
 static int sync_mode;            /* --sync */
 
-/* A failed MPI call (MPI_ERRORS_RETURN): one line naming the rank, the call and MPI's
- * message, then the whole job ends (MPI_Abort), so no rank waits forever in a collective. */
-static void mpi_check(int rc, const char *call) {
-    if (rc == MPI_SUCCESS) return;
-    char msg[MPI_MAX_ERROR_STRING];
-    int len = 0;
-    if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) snprintf(msg, sizeof msg, "error code %d", rc);
-    fprintf(stderr, PROGRAM ": rank %d: %s failed: %s\n", rank, call, msg);
-    fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, 1);
-    exit(1);
-}
 /* COMM(MPI_Allreduce, (args)): call, check, add the seconds to comm_seconds */
 #define COMM(fn, args) do { double t_ = timer_now(); mpi_check(fn args, #fn); \
                             comm_seconds += timer_now() - t_; } while (0)
-
-/* Set-up errors (data files, memory): if any rank failed, the lowest failing rank prints
- * its one-line message and every rank exits with status `status`. */
-static void agree_or_die(int failed, const char *msg, int status) {
-    int mine = failed ? rank : nranks, lowest = nranks;
-    mpi_check(MPI_Allreduce(&mine, &lowest, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce");
-    if (lowest == nranks) return;
-    if (rank == lowest) fprintf(stderr, PROGRAM ": %s\n", msg);
-    exit(status);
-}
 
 /* Master thread, after backward: the gradient sums over the ranks (allreduce: on every
  * rank; reduce-bcast: on rank 0 only) */
@@ -1023,19 +951,6 @@ static void train_step(cnn *m, thread_stats *st, const dataset *d, const uint32_
 // ----------------------------------------------------------------------------
 // data movement and evaluation
 
-/* rank r's contiguous part [*lo, *lo + *count) of n items: sizes differ by at most one */
-static void shard(long n, int r, int p, long *lo, long *count) {
-    long base = n / p, rem = n % p;
-    *lo = r * base + (r < rem ? r : rem);
-    *count = base + (r < rem ? 1 : 0);
-}
-
-static int argmax10(const float *z, int classes) {
-    int best = 0;
-    for (int c = 1; c < classes; c++) if (z[c] > z[best]) best = c;
-    return best;
-}
-
 /* Correct predictions on the samples of d (this rank's test shard; may be empty), by T
  * threads in blocks of EVAL_BATCH rows; predictions optional. */
 static long evaluate(cnn *m, thread_stats *st, int T, const dataset *d, unsigned char *predictions) {
@@ -1065,22 +980,6 @@ static long evaluate(cnn *m, thread_stats *st, int T, const dataset *d, unsigned
     return correct;
 }
 
-static void print_predictions(const dataset *d, const unsigned char *pred, int k) {
-    static const char shades[] = " .:-=+*#%@";
-    int step = d->side > 28 ? d->side / 28 : 1;
-    for (int s = 0; s < k && s < d->n; s++) {
-        printf("test image %d: predicted %d, true %d%s\n", s, pred[s], d->y[s], pred[s] == d->y[s] ? "" : "  <-- wrong");
-        for (int r = 0; r < d->side; r += step) {
-            for (int c = 0; c < d->side; c += step) {
-                float v = d->x[(size_t)s * d->features + (size_t)r * d->side + c];
-                int q = (int)(v * 9.999f);
-                putchar(shades[q < 0 ? 0 : q > 9 ? 9 : q]);
-            }
-            putchar('\n');
-        }
-    }
-}
-
 /* FNV-1a of the parameter bytes: equal on every rank iff the replicas are identical */
 static uint64_t params_hash(const cnn *m) {
     const unsigned char *p = (const unsigned char *)m->params;
@@ -1091,15 +990,6 @@ static uint64_t params_hash(const cnn *m) {
 
 // ----------------------------------------------------------------------------
 // main
-
-/* exit() anywhere (bad flags on every rank, --help) still finalizes MPI, so mpirun sees
- * a clean exit with our status instead of a process "exiting improperly" */
-static void finalize_at_exit(void) {
-    int init = 0, fin = 0;
-    MPI_Initialized(&init);
-    MPI_Finalized(&fin);
-    if (init && !fin) MPI_Finalize();
-}
 
 #ifndef TESTING
 int main(int argc, char **argv) {
@@ -1197,11 +1087,9 @@ int main(int argc, char **argv) {
           !epoch_sec || !comm_sec || !sync_sec;
     agree_or_die(bad, "out of memory", 1);
     if (m.params_alloc > INT_MAX) die_all("--filters/--image-size: %ld parameters are more than one MPI message can count", m.params_alloc);
-    char layers[64], dname[256], variant[64];
+    char layers[64], variant[64];
     cnn_layers_string(&m, layers, sizeof layers);
-    options_dataset_name(o, dname, sizeof dname);
     snprintf(variant, sizeof variant, "%s", SYNC[co.sync].name);
-    double flops_epoch = cnn_flops_per_sample(&m) * (double)train_n;
     if (rank == 0) {
         int S = m.side, C = m.conv_side, P = m.pool_side;
         printf("cnn: CNN %dx%dx1 -conv %dx3x3-> %dx%dx%d -relu, maxpool 2x2-> %dx%dx%d = %d -dense-> %d (%ld parameters), "
@@ -1287,20 +1175,14 @@ int main(int argc, char **argv) {
     /* results: rank 0 alone */
     int status = 0;
     if (rank == 0) {
-        double median = o->epochs > 1 ? results_median(epoch_sec + 1, o->epochs - 1) : epoch_sec[0];
-        double comm_median = o->epochs > 1 ? results_median(comm_sec + 1, o->epochs - 1) : comm_sec[0];
-        double sync_median = o->epochs > 1 ? results_median(sync_sec + 1, o->epochs - 1) : sync_sec[0];
-        result_row row = {
-            .program = PROGRAM, .variant = variant, .ranks = nranks, .threads = T, .omp_wait_policy = wait_policy,
-            .dataset = dname, .image_size = train.side, .train_n = train_n, .test_n = test_n,
-            .hidden = layers, .activation = "relu", .batch = o->batch,
-            .epochs = o->epochs, .lr = o->lr, .seed = o->seed, .epoch_seconds_median = median,
-            .total_seconds = total, .comm_seconds = comm_median, .sync_seconds = sync_median,
-            .samples_per_second = (double)train_n / median,
-            .gflops = flops_epoch / median / 1e9, .final_train_loss = loss_curve[o->epochs - 1],
-            .test_accuracy = acc_curve[o->epochs - 1], .train_loss_curve = loss_curve,
-            .test_acc_curve = acc_curve, .epoch_seconds = epoch_sec, .n_curve = o->epochs,
-        };
+        double comm_median = results_epoch_median(comm_sec, o->epochs);
+        double sync_median = results_epoch_median(sync_sec, o->epochs);
+        result_row row;
+        results_fill(&row, PROGRAM, variant, nranks, T, o, train.side, train_n, test_n, cnn_flops_per_sample(&m),
+                     total, loss_curve, acc_curve, epoch_sec);
+        row.hidden = layers;   /* "conv8": the CNN's layers, not --hidden */
+        row.comm_seconds = comm_median;
+        row.sync_seconds = sync_median;
         if (o->predict) {   /* rank 0 shows the first K test images, whichever shard holds them */
             dataset first;
             long k = o->predict < test_n ? o->predict : test_n;
@@ -1314,16 +1196,16 @@ int main(int argc, char **argv) {
             dataset_free(&first);
             free(pred);
         }
-        if (results_append(o->csv, &row, err, sizeof err)) {
+        size_t extra_len = strlen(conv_text) + 160;
+        char *extra = malloc(extra_len);
+        if (extra)
+            snprintf(extra, extra_len, "comm %.3f s (%.0f%%) | sync %.3f s | conv us/sample %s | replicas identical",
+                     comm_median, 100.0 * comm_median / row.epoch_seconds_median, sync_median, conv_text);
+        if (results_finish(&row, o->csv, NULL, extra ? extra : "replicas identical", err, sizeof err)) {
             status = 1;
             fprintf(stderr, PROGRAM ": %s\n", err);
-        } else
-            printf("cnn: %s | %d ranks x %d threads | %d epochs | epoch median %.3f s | comm %.3f s (%.0f%%) | "
-                   "sync %.3f s | %.1fk samples/s | %.1f GFLOP/s | conv us/sample %s | loss %.4f | test acc %.2f%% | "
-                   "replicas identical | csv %s\n",
-                   variant, nranks, T, o->epochs, median, comm_median, 100.0 * comm_median / median, sync_median,
-                   row.samples_per_second / 1e3, row.gflops, conv_text, row.final_train_loss, row.test_accuracy,
-                   strcmp(o->csv, "none") ? o->csv : "(none)");
+        }
+        free(extra);
     }
 
     cnn_free(&m);

@@ -16,7 +16,7 @@
 enum activation { ACT_RELU = 0, ACT_SIGMOID = 1, ACT_LEAKY_RELU = 2 };
 #define LEAKY_RELU_SLOPE 0.01f
 
-typedef struct {
+typedef struct train_options_s {
     const char *data_dir;      /* --data DIR (data/fashion) */
     long train_n, test_n;      /* --train N --test N (0: all) */
     int image_size;            /* --image-size S (0: the files' own size) */

@@ -50,6 +50,7 @@
 
 #include "gemm.h"
 #include "idx.h"
+#include "mlp.h"
 #include "options.h"
 #include "prng.h"
 #include "results.h"
@@ -57,10 +58,10 @@
 
 
 #define PROGRAM "mpi"
+#include "mpi_util.h"   /* rank, nranks, mpi_check(), agree_or_die(), shard(), ... */
 #define MAX_LAYERS (OPT_MAX_HIDDEN + 1)
 #define EVAL_BATCH 512          /* rows per forward pass when evaluating */
 
-static int rank = 0, nranks = 1;   /* this process in MPI_COMM_WORLD */
 
 // ----------------------------------------------------------------------------
 // options: the common flags (common/options.h) plus this trainer's own
@@ -103,13 +104,7 @@ static void parse_options(mpi_options *o, int argc, char **argv) {
     o->batch_per_rank = 0;
     o->batch_given = 0;
     o->dump_params = NULL;
-    int saved = -1;
-    if (rank != 0) {
-        fflush(stderr);
-        saved = dup(2);
-        int devnull = open("/dev/null", O_WRONLY);
-        if (devnull >= 0) { dup2(devnull, 2); close(devnull); }
-    }
+    int saved = mute_stderr_off_root();
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { if (rank == 0) usage(); exit(0); }
         if (!strcmp(argv[i], "--list-variants")) { if (rank == 0) variant_list("--sync", SYNC, N_SYNC); exit(0); }
@@ -128,20 +123,7 @@ static void parse_options(mpi_options *o, int argc, char **argv) {
     }
     if (o->batch_per_rank && o->batch_given)
         options_die(PROGRAM, "--batch and --batch-per-rank: give one of them, not both");
-    if (saved >= 0) { fflush(stderr); dup2(saved, 2); close(saved); }
-}
-
-/* An error every rank detects alike (a flag against the data): rank 0 prints it as
- * options_die() would, every rank exits 2. */
-static void die_all(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void die_all(const char *fmt, ...) {
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    if (rank == 0) options_die(PROGRAM, "%s", msg);
-    exit(2);
+    unmute_stderr(saved);
 }
 
 // ----------------------------------------------------------------------------
@@ -172,14 +154,6 @@ typedef struct {
     float *delta[MAX_LAYERS + 1]; /* dL/dZ of hidden layer l */
     float *wt;                    /* transposed weights for the backward product */
 } mlp;
-
-/* Every buffer starts on a 64-byte boundary: a misaligned 64-byte vector load spans
- * two cache lines, which costs a quarter of the kernel's speed. */
-static float *alloc_floats(long n) {
-    size_t bytes = ((size_t)n * sizeof(float) + 63) / 64 * 64;
-    return aligned_alloc(64, bytes ? bytes : 64);
-}
-#define PAD16(n) (((n) + 15L) / 16 * 16)   /* floats: keep each view 64-byte aligned */
 
 static int mlp_init(mlp *m, int inputs, const train_options *o, int max_rows) {
     memset(m, 0, sizeof *m);
@@ -228,23 +202,8 @@ static long layer_floats(const mlp *m, int l) {
     return PAD16((long)m->size[l - 1] * m->size[l]) + PAD16(m->size[l]);
 }
 
-/* model FLOP per training sample: forward 2*in*out per layer, weight gradients the
- * same, input gradients for every layer but the first (elementwise work not counted) */
-static double mlp_flops_per_sample(const mlp *m) {
-    double f = 0;
-    for (int l = 1; l <= m->n_layers; l++) {
-        double io = (double)m->size[l - 1] * m->size[l];
-        f += 4 * io + (l > 1 ? 2 * io : 0);
-    }
-    return f;
-}
-
 // ----------------------------------------------------------------------------
 // forward
-
-static void sigmoid_inplace(float *x, long n) {
-    for (long i = 0; i < n; i++) x[i] = 1.0f / (1.0f + expf(-x[i]));
-}
 
 /* act[l] = activation(act[l-1] . W[l] + b[l]); the last layer leaves logits. */
 static void dense_forward(mlp *m, int l, int rows) {
@@ -259,30 +218,6 @@ static void dense_forward(mlp *m, int l, int rows) {
 
 static void mlp_forward(mlp *m, int rows) {
     for (int l = 1; l <= m->n_layers; l++) dense_forward(m, l, rows);
-}
-
-/* Softmax + cross-entropy on the logits in place: leaves dL/dlogits = p - onehot
- * (per sample, not yet divided by the batch size). Returns the summed loss (double)
- * and counts correct argmax predictions. */
-static double softmax_xent(float *restrict z, const unsigned char *restrict y, int rows, int classes,
-                           long *correct) {
-    double loss = 0.0;
-    for (int i = 0; i < rows; i++) {
-        float *zi = z + (long)i * classes;
-        int best = 0;
-        float mx = zi[0];
-        for (int c = 1; c < classes; c++) if (zi[c] > mx) { mx = zi[c]; best = c; }
-        float zy = zi[y[i]] - mx;
-        float sum = 0.0f;
-        for (int c = 0; c < classes; c++) { zi[c] = expf(zi[c] - mx); sum += zi[c]; }
-        /* -log p_y = log(sum) - (z_y - max): finite even when p_y underflows */
-        loss += (double)logf(sum) - (double)zy;
-        float inv = 1.0f / sum;
-        for (int c = 0; c < classes; c++) zi[c] *= inv;
-        zi[y[i]] -= 1.0f;
-        *correct += best == y[i];
-    }
-    return loss;
 }
 
 // ----------------------------------------------------------------------------
@@ -327,31 +262,9 @@ static int sync_mode;            /* --sync */
 static MPI_Request pending[MAX_LAYERS];   /* overlap: one Iallreduce per layer in flight */
 static int n_pending;
 
-/* A failed MPI call (MPI_ERRORS_RETURN): one line naming the rank, the call and MPI's
- * message, then the whole job ends (MPI_Abort), so no rank waits forever in a collective. */
-static void mpi_check(int rc, const char *call) {
-    if (rc == MPI_SUCCESS) return;
-    char msg[MPI_MAX_ERROR_STRING];
-    int len = 0;
-    if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) snprintf(msg, sizeof msg, "error code %d", rc);
-    fprintf(stderr, PROGRAM ": rank %d: %s failed: %s\n", rank, call, msg);
-    fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, 1);
-    exit(1);
-}
 /* COMM(MPI_Allreduce, (args)): call, check, add the seconds to comm_seconds */
 #define COMM(fn, args) do { double t_ = timer_now(); mpi_check(fn args, #fn); \
                             comm_seconds += timer_now() - t_; } while (0)
-
-/* Set-up errors (data files, memory): if any rank failed, the lowest failing rank prints
- * its one-line message and every rank exits with status 2. */
-static void agree_or_die(int failed, const char *msg, int status) {
-    int mine = failed ? rank : nranks, lowest = nranks;
-    mpi_check(MPI_Allreduce(&mine, &lowest, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce");
-    if (lowest == nranks) return;
-    if (rank == lowest) fprintf(stderr, PROGRAM ": %s\n", msg);
-    exit(status);
-}
 
 static void grad_ready(mlp *m, int l) {
     if (sync_mode != SYNC_OVERLAP) return;
@@ -414,27 +327,6 @@ static double train_step(mlp *m, const unsigned char *y, int rows, int batch_row
 // ----------------------------------------------------------------------------
 // data movement and evaluation
 
-/* rank r's contiguous part [*lo, *lo + *count) of n items: sizes differ by at most one */
-static void shard(long n, int r, int p, long *lo, long *count) {
-    long base = n / p, rem = n % p;
-    *lo = r * base + (r < rem ? r : rem);
-    *count = base + (r < rem ? 1 : 0);
-}
-
-static void gather_batch(const dataset *d, const uint32_t *idx, int rows, float *x, unsigned char *y) {
-    size_t bytes = sizeof(float) * (size_t)d->features;
-    for (int r = 0; r < rows; r++) {
-        memcpy(x + (size_t)r * d->features, d->x + (size_t)idx[r] * d->features, bytes);
-        y[r] = d->y[idx[r]];
-    }
-}
-
-static int argmax10(const float *z, int classes) {
-    int best = 0;
-    for (int c = 1; c < classes; c++) if (z[c] > z[best]) best = c;
-    return best;
-}
-
 /* Correct predictions on the samples of d (this rank's test shard; may be empty);
  * predictions optional. */
 static long evaluate(mlp *m, const dataset *d, unsigned char *predictions) {
@@ -451,22 +343,6 @@ static long evaluate(mlp *m, const dataset *d, unsigned char *predictions) {
         }
     }
     return correct;
-}
-
-static void print_predictions(const dataset *d, const unsigned char *pred, int k) {
-    static const char shades[] = " .:-=+*#%@";
-    int step = d->side > 28 ? d->side / 28 : 1;
-    for (int s = 0; s < k && s < d->n; s++) {
-        printf("test image %d: predicted %d, true %d%s\n", s, pred[s], d->y[s], pred[s] == d->y[s] ? "" : "  <-- wrong");
-        for (int r = 0; r < d->side; r += step) {
-            for (int c = 0; c < d->side; c += step) {
-                float v = d->x[(size_t)s * d->features + (size_t)r * d->side + c];
-                int q = (int)(v * 9.999f);
-                putchar(shades[q < 0 ? 0 : q > 9 ? 9 : q]);
-            }
-            putchar('\n');
-        }
-    }
 }
 
 /* FNV-1a of the parameter bytes: equal on every rank iff the replicas are identical */
@@ -493,15 +369,6 @@ static int dump_params(const mlp *m, const char *path, char *err, size_t errlen)
 // ----------------------------------------------------------------------------
 // main
 
-/* exit() anywhere (bad flags on every rank, --help) still finalizes MPI, so mpirun sees
- * a clean exit with our status instead of a process "exiting improperly" */
-static void finalize_at_exit(void) {
-    int init = 0, fin = 0;
-    MPI_Initialized(&init);
-    MPI_Finalized(&fin);
-    if (init && !fin) MPI_Finalize();
-}
-
 #ifndef TESTING
 int main(int argc, char **argv) {
     if (MPI_Init(&argc, &argv) != MPI_SUCCESS) { fprintf(stderr, PROGRAM ": MPI_Init failed\n"); return 1; }
@@ -513,7 +380,7 @@ int main(int argc, char **argv) {
     parse_options(&mo, argc, argv);
     train_options *o = &mo.common;
     sync_mode = mo.sync;
-    char err[IDX_ERR_LEN] = "";
+    char err[IDX_ERR_LEN] = "", variant[64];
 
     /* data: every rank checks the files; the sizes decide the same errors on every rank */
     long train_avail = 0, test_avail = 0;
@@ -558,11 +425,7 @@ int main(int argc, char **argv) {
           !epoch_sec || !comm_sec;
     agree_or_die(bad, "out of memory", 1);
     if (m.params_alloc > INT_MAX) die_all("--hidden: %ld parameters are more than one MPI message can count", m.params_alloc);
-    char hidden[128], dname[256], variant[64];
-    options_hidden_string(o, hidden, sizeof hidden);
-    options_dataset_name(o, dname, sizeof dname);
     snprintf(variant, sizeof variant, "%s", SYNC[mo.sync].name);
-    double flops_epoch = mlp_flops_per_sample(&m) * (double)train_n;
     if (rank == 0) {
         printf("mpi: %s MLP %d", options_activation_name(o->activation), m.size[0]);
         for (int l = 1; l <= m.n_layers; l++) printf("-%d", m.size[l]);
@@ -624,20 +487,11 @@ int main(int argc, char **argv) {
     /* results: rank 0 alone */
     int status = 0;
     if (rank == 0) {
-        double median = o->epochs > 1 ? results_median(epoch_sec + 1, o->epochs - 1) : epoch_sec[0];
-        double comm_median = o->epochs > 1 ? results_median(comm_sec + 1, o->epochs - 1) : comm_sec[0];
-        result_row row = {
-            .program = PROGRAM, .variant = variant, .ranks = nranks, .threads = 1,
-            .omp_wait_policy = getenv("OMP_WAIT_POLICY") ? getenv("OMP_WAIT_POLICY") : "",
-            .dataset = dname, .image_size = train.side, .train_n = train_n, .test_n = test_n,
-            .hidden = hidden, .activation = options_activation_name(o->activation), .batch = o->batch,
-            .epochs = o->epochs, .lr = o->lr, .seed = o->seed, .epoch_seconds_median = median,
-            .total_seconds = total, .comm_seconds = comm_median, .sync_seconds = 0.0,
-            .samples_per_second = (double)train_n / median,
-            .gflops = flops_epoch / median / 1e9, .final_train_loss = loss_curve[o->epochs - 1],
-            .test_accuracy = acc_curve[o->epochs - 1], .train_loss_curve = loss_curve,
-            .test_acc_curve = acc_curve, .epoch_seconds = epoch_sec, .n_curve = o->epochs,
-        };
+        double comm_median = results_epoch_median(comm_sec, o->epochs);
+        result_row row;
+        results_fill(&row, PROGRAM, variant, nranks, 1, o, train.side, train_n, test_n,
+                     dense_flops_per_sample(m.size, m.n_layers), total, loss_curve, acc_curve, epoch_sec);
+        row.comm_seconds = comm_median;
         if (o->predict) {   /* rank 0 shows the first K test images, whichever shard holds them */
             dataset first;
             long k = o->predict < test_n ? o->predict : test_n;
@@ -652,14 +506,13 @@ int main(int argc, char **argv) {
             free(pred);
         }
         if (mo.dump_params && dump_params(&m, mo.dump_params, err, sizeof err)) status = 1;
-        else if (results_append(o->csv, &row, err, sizeof err)) status = 1;
+        else {
+            char extra[96];
+            snprintf(extra, sizeof extra, "comm %.3f s (%.0f%%) | replicas identical", comm_median,
+                     100.0 * comm_median / row.epoch_seconds_median);
+            if (results_finish(&row, o->csv, NULL, extra, err, sizeof err)) status = 1;
+        }
         if (status) fprintf(stderr, PROGRAM ": %s\n", err);
-        else
-            printf("mpi: %s | %d ranks | %d epochs | epoch median %.3f s | comm %.3f s (%.0f%%) | %.1fk samples/s |"
-                   " %.1f GFLOP/s | loss %.4f | test acc %.2f%% | replicas identical | csv %s\n",
-                   variant, nranks, o->epochs, median, comm_median, 100.0 * comm_median / median,
-                   row.samples_per_second / 1e3, row.gflops, row.final_train_loss, row.test_accuracy,
-                   strcmp(o->csv, "none") ? o->csv : "(none)");
     }
 
     mlp_free(&m);

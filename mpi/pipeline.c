@@ -47,6 +47,7 @@
 
 #include "gemm.h"
 #include "idx.h"
+#include "mlp.h"
 #include "options.h"
 #include "prng.h"
 #include "results.h"
@@ -54,10 +55,10 @@
 
 
 #define PROGRAM "pipeline"
+#include "mpi_util.h"   /* rank, nranks, mpi_check(), agree_or_die(), shard(), ... */
 #define MAX_LAYERS (OPT_MAX_HIDDEN + 1)
 #define EVAL_BATCH 512          /* rows per forward pass when evaluating */
 
-static int rank = 0, nranks = 1;   /* this process = stage `rank` of nranks */
 
 // ----------------------------------------------------------------------------
 // options: the common flags (common/options.h) plus this trainer's own
@@ -104,13 +105,7 @@ static void parse_options(pipeline_options *o, int argc, char **argv) {
     options_defaults(&o->common);
     o->microbatches = 4;
     o->n_split = 0;
-    int saved = -1;
-    if (rank != 0) {
-        fflush(stderr);
-        saved = dup(2);
-        int devnull = open("/dev/null", O_WRONLY);
-        if (devnull >= 0) { dup2(devnull, 2); close(devnull); }
-    }
+    int saved = mute_stderr_off_root();
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { if (rank == 0) usage(); exit(0); }
         if (!strcmp(argv[i], "--list-variants")) {   /* the variant is gpipe-mM for any --microbatches M */
@@ -126,20 +121,7 @@ static void parse_options(pipeline_options *o, int argc, char **argv) {
         if (options_parse_common(&o->common, PROGRAM, argc, argv, &i)) continue;
         options_die(PROGRAM, "unknown option '%s'", argv[i]);
     }
-    if (saved >= 0) { fflush(stderr); dup2(saved, 2); close(saved); }
-}
-
-/* An error every rank detects alike (a flag against the data): rank 0 prints it as
- * options_die() would, every rank exits 2. */
-static void die_all(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void die_all(const char *fmt, ...) {
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    if (rank == 0) options_die(PROGRAM, "%s", msg);
-    exit(2);
+    unmute_stderr(saved);
 }
 
 // ----------------------------------------------------------------------------
@@ -173,14 +155,6 @@ typedef struct {
                                      last (received from the next stage) */
     float *wt[MAX_LAYERS + 1];    /* W[l] transposed, once per mini-batch, for the backward product */
 } mlp;
-
-/* Every buffer starts on a 64-byte boundary: a misaligned 64-byte vector load spans
- * two cache lines, which costs a quarter of the kernel's speed. */
-static float *alloc_floats(long n) {
-    size_t bytes = ((size_t)n * sizeof(float) + 63) / 64 * 64;
-    return aligned_alloc(64, bytes ? bytes : 64);
-}
-#define PAD16(n) (((n) + 15L) / 16 * 16)   /* floats: keep each view 64-byte aligned */
 
 static int mlp_init(mlp *m, int inputs, const train_options *o, int max_rows, int first, int last) {
     memset(m, 0, sizeof *m);
@@ -236,10 +210,6 @@ static double mlp_flops_per_sample(const mlp *m) {
 // ----------------------------------------------------------------------------
 // forward (rows [off, off + rows) of the mini-batch buffers)
 
-static void sigmoid_inplace(float *x, long n) {
-    for (long i = 0; i < n; i++) x[i] = 1.0f / (1.0f + expf(-x[i]));
-}
-
 /* act[l] = activation(act[l-1] . W[l] + b[l]); the last layer leaves logits. */
 static void dense_forward(mlp *m, int l, long off, int rows) {
     int in = m->size[l - 1], out = m->size[l];
@@ -255,30 +225,6 @@ static void dense_forward(mlp *m, int l, long off, int rows) {
 /* this stage's layers */
 static void stage_forward(mlp *m, long off, int rows) {
     for (int l = m->first; l <= m->last; l++) dense_forward(m, l, off, rows);
-}
-
-/* Softmax + cross-entropy on the logits in place: leaves dL/dlogits = p - onehot
- * (per sample, not yet divided by the batch size). Returns the summed loss (double)
- * and counts correct argmax predictions. */
-static double softmax_xent(float *restrict z, const unsigned char *restrict y, int rows, int classes,
-                           long *correct) {
-    double loss = 0.0;
-    for (int i = 0; i < rows; i++) {
-        float *zi = z + (long)i * classes;
-        int best = 0;
-        float mx = zi[0];
-        for (int c = 1; c < classes; c++) if (zi[c] > mx) { mx = zi[c]; best = c; }
-        float zy = zi[y[i]] - mx;
-        float sum = 0.0f;
-        for (int c = 0; c < classes; c++) { zi[c] = expf(zi[c] - mx); sum += zi[c]; }
-        /* -log p_y = log(sum) - (z_y - max): finite even when p_y underflows */
-        loss += (double)logf(sum) - (double)zy;
-        float inv = 1.0f / sum;
-        for (int c = 0; c < classes; c++) zi[c] *= inv;
-        zi[y[i]] -= 1.0f;
-        *correct += best == y[i];
-    }
-    return loss;
 }
 
 // ----------------------------------------------------------------------------
@@ -325,38 +271,9 @@ static double comm_seconds;      /* inside MPI calls, since the last reset */
 static double busy_seconds;      /* computing (forward, loss, backward, update), since the last reset */
 static MPI_Request *recv_req, *send_req;   /* M receives; 2M sends (forward, backward) */
 
-/* A failed MPI call (MPI_ERRORS_RETURN): one line naming the rank, the call and MPI's
- * message, then the whole job ends (MPI_Abort), so no rank waits forever. */
-static void mpi_check(int rc, const char *call) {
-    if (rc == MPI_SUCCESS) return;
-    char msg[MPI_MAX_ERROR_STRING];
-    int len = 0;
-    if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) snprintf(msg, sizeof msg, "error code %d", rc);
-    fprintf(stderr, PROGRAM ": rank %d: %s failed: %s\n", rank, call, msg);
-    fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, 1);
-    exit(1);
-}
 /* COMM(MPI_Send, (args)): call, check, add the seconds to comm_seconds */
 #define COMM(fn, args) do { double t_ = timer_now(); mpi_check(fn args, #fn); \
                             comm_seconds += timer_now() - t_; } while (0)
-
-/* Set-up errors (data files, memory): if any rank failed, the lowest failing rank prints
- * its one-line message and every rank exits with the status. */
-static void agree_or_die(int failed, const char *msg, int status) {
-    int mine = failed ? rank : nranks, lowest = nranks;
-    mpi_check(MPI_Allreduce(&mine, &lowest, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce");
-    if (lowest == nranks) return;
-    if (rank == lowest) fprintf(stderr, PROGRAM ": %s\n", msg);
-    exit(status);
-}
-
-/* micro-batch k of M over n rows: [*lo, *lo + *count), sizes differ by at most one */
-static void shard(long n, int k, int parts, long *lo, long *count) {
-    long base = n / parts, rem = n % parts;
-    *lo = k * base + (k < rem ? k : rem);
-    *count = base + (k < rem ? 1 : 0);
-}
 
 static void sgd_update(mlp *m, float scale);
 
@@ -431,20 +348,6 @@ static void sgd_update(mlp *m, float scale) {
 // ----------------------------------------------------------------------------
 // data movement and evaluation
 
-static void gather_batch(const dataset *d, const uint32_t *idx, int rows, float *x, unsigned char *y) {
-    size_t bytes = sizeof(float) * (size_t)d->features;
-    for (int r = 0; r < rows; r++) {
-        memcpy(x + (size_t)r * d->features, d->x + (size_t)idx[r] * d->features, bytes);
-        y[r] = d->y[idx[r]];
-    }
-}
-
-static int argmax10(const float *z, int classes) {
-    int best = 0;
-    for (int c = 1; c < classes; c++) if (z[c] > z[best]) best = c;
-    return best;
-}
-
 static void gather_labels(const dataset *d, const uint32_t *idx, int rows, unsigned char *y) {
     for (int r = 0; r < rows; r++) y[r] = d->y[idx[r]];
 }
@@ -477,22 +380,6 @@ static long evaluate(mlp *m, const dataset *d, long n, unsigned char *prediction
     return correct;
 }
 
-static void print_predictions(const dataset *d, const unsigned char *pred, int k) {
-    static const char shades[] = " .:-=+*#%@";
-    int step = d->side > 28 ? d->side / 28 : 1;
-    for (int s = 0; s < k && s < d->n; s++) {
-        printf("test image %d: predicted %d, true %d%s\n", s, pred[s], d->y[s], pred[s] == d->y[s] ? "" : "  <-- wrong");
-        for (int r = 0; r < d->side; r += step) {
-            for (int c = 0; c < d->side; c += step) {
-                float v = d->x[(size_t)s * d->features + (size_t)r * d->side + c];
-                int q = (int)(v * 9.999f);
-                putchar(shades[q < 0 ? 0 : q > 9 ? 9 : q]);
-            }
-            putchar('\n');
-        }
-    }
-}
-
 // ----------------------------------------------------------------------------
 // main
 
@@ -513,15 +400,6 @@ static void search_split(const double *cost, int L, int P, int s, int start, int
         cur[s] = end;
         search_split(cost, L, P, s + 1, end + 1, cur, c > worst ? c : worst, best_worst, best);
     }
-}
-
-/* exit() anywhere (bad flags on every rank, --help) still finalizes MPI, so mpirun sees
- * a clean exit with our status instead of a process "exiting improperly" */
-static void finalize_at_exit(void) {
-    int init = 0, fin = 0;
-    MPI_Initialized(&init);
-    MPI_Finalized(&fin);
-    if (init && !fin) MPI_Finalize();
 }
 
 #ifndef TESTING
@@ -609,13 +487,10 @@ int main(int argc, char **argv) {
     bad = mlp_init(&m, features, o, max_rows, first_layer, last_layer) || !order || !batch_y || !loss_curve ||
           !acc_curve || !epoch_sec || !comm_sec || !idle_sec || !stage_busy || !recv_req || !send_req;
     agree_or_die(bad, "out of memory", 1);
-    char hidden[128], dname[256], variant[64], split_text[64] = "";
-    options_hidden_string(o, hidden, sizeof hidden);
-    options_dataset_name(o, dname, sizeof dname);
+    char variant[64], split_text[64] = "";
     for (int s = 0, used = 0; s < nranks - 1; s++)
         used += snprintf(split_text + used, sizeof split_text - (size_t)used, s ? "_%d" : "%d", bounds[s]);
     snprintf(variant, sizeof variant, po.n_split ? "gpipe-m%d-split%s" : "gpipe-m%d", po.microbatches, split_text);
-    double flops_epoch = mlp_flops_per_sample(&m) * (double)train_n;
     double bubble_theory = (double)(nranks - 1) / (double)(po.microbatches + nranks - 1);
     if (rank == 0) {
         printf("pipeline: %s MLP %d", options_activation_name(o->activation), m.size[0]);
@@ -689,9 +564,8 @@ int main(int argc, char **argv) {
     /* results: rank 0 alone */
     int status = 0;
     if (rank == 0) {
-        double median = o->epochs > 1 ? results_median(epoch_sec + 1, o->epochs - 1) : epoch_sec[0];
-        double comm_median = o->epochs > 1 ? results_median(comm_sec + 1, o->epochs - 1) : comm_sec[0];
-        double idle_median = o->epochs > 1 ? results_median(idle_sec + 1, o->epochs - 1) : idle_sec[0];
+        double comm_median = results_epoch_median(comm_sec, o->epochs);
+        double idle_median = results_epoch_median(idle_sec, o->epochs);
         double bubble_mean = 0.0;
         printf("pipeline: measured bubble (idle fraction of the epoch) per stage:");
         for (int s = 0; s < nranks; s++) {
@@ -700,28 +574,18 @@ int main(int argc, char **argv) {
             printf(" %d: %.3f", s, b);
         }
         printf("; mean %.3f vs GPipe's (P-1)/(M+P-1) = %.3f for equally heavy stages\n", bubble_mean, bubble_theory);
-        result_row row = {
-            .program = PROGRAM, .variant = variant, .ranks = nranks, .threads = 1,
-            .omp_wait_policy = getenv("OMP_WAIT_POLICY") ? getenv("OMP_WAIT_POLICY") : "",
-            .dataset = dname, .image_size = side, .train_n = train_n, .test_n = test_n,
-            .hidden = hidden, .activation = options_activation_name(o->activation), .batch = o->batch,
-            .epochs = o->epochs, .lr = o->lr, .seed = o->seed, .epoch_seconds_median = median,
-            .total_seconds = total, .comm_seconds = comm_median, .sync_seconds = idle_median,
-            .samples_per_second = (double)train_n / median,
-            .gflops = flops_epoch / median / 1e9, .final_train_loss = loss_curve[o->epochs - 1],
-            .test_accuracy = acc_curve[o->epochs - 1], .train_loss_curve = loss_curve,
-            .test_acc_curve = acc_curve, .epoch_seconds = epoch_sec, .n_curve = o->epochs,
-        };
+        result_row row;
+        results_fill(&row, PROGRAM, variant, nranks, 1, o, side, train_n, test_n, mlp_flops_per_sample(&m),
+                     total, loss_curve, acc_curve, epoch_sec);
+        row.comm_seconds = comm_median;
+        row.sync_seconds = idle_median;
         if (pred) print_predictions(&test, pred, (int)k_pred);
-        if (results_append(o->csv, &row, err, sizeof err)) {
+        char extra[96];
+        snprintf(extra, sizeof extra, "comm %.3f s | bubble %.2f (theory %.2f)", comm_median, bubble_mean, bubble_theory);
+        if (results_finish(&row, o->csv, NULL, extra, err, sizeof err)) {
             fprintf(stderr, PROGRAM ": %s\n", err);
             status = 1;
-        } else
-            printf("pipeline: %s | %d ranks | %d epochs | epoch median %.3f s | comm %.3f s | bubble %.2f (theory %.2f) |"
-                   " %.1fk samples/s | %.1f GFLOP/s | loss %.4f | test acc %.2f%% | csv %s\n",
-                   variant, nranks, o->epochs, median, comm_median, bubble_mean, bubble_theory,
-                   row.samples_per_second / 1e3, row.gflops, row.final_train_loss, row.test_accuracy,
-                   strcmp(o->csv, "none") ? o->csv : "(none)");
+        }
     }
 
     mlp_free(&m);

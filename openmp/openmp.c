@@ -67,6 +67,7 @@
 
 #include "gemm.h"
 #include "idx.h"
+#include "mlp.h"
 #include "options.h"
 #include "prng.h"
 #include "results.h"
@@ -214,20 +215,6 @@ typedef struct {
     double barrier;               /* seconds waiting at barriers, this epoch */
 } thread_stats;
 
-/* Every buffer starts on a 64-byte boundary: a misaligned 64-byte vector load spans
- * two cache lines, which costs a quarter of the kernel's speed. */
-static float *alloc_floats(long n) {
-    size_t bytes = ((size_t)n * sizeof(float) + 63) / 64 * 64;
-    return aligned_alloc(64, bytes ? bytes : 64);
-}
-#define PAD16(n) (((n) + 15L) / 16 * 16)   /* floats: keep each view 64-byte aligned */
-
-static float *zeroed_floats(long n) {
-    float *p = alloc_floats(n);
-    if (p) memset(p, 0, sizeof(float) * (size_t)n);
-    return p;
-}
-
 /* offset of W[l] (and b[l]) in the parameter layout */
 static long w_offset(const mlp *m, int l) { return m->W[l] - m->params; }
 static long b_offset(const mlp *m, int l) { return m->b[l] - m->params; }
@@ -347,17 +334,6 @@ static void mlp_free(mlp *m) {
     for (int l = 2; l <= m->n_layers; l++) free(m->wt[l]);
 }
 
-/* model FLOP per training sample: forward 2*in*out per layer, weight gradients the
- * same, input gradients for every layer but the first (elementwise work not counted) */
-static double mlp_flops_per_sample(const mlp *m) {
-    double f = 0;
-    for (int l = 1; l <= m->n_layers; l++) {
-        double io = (double)m->size[l - 1] * m->size[l];
-        f += 4 * io + (l > 1 ? 2 * io : 0);
-    }
-    return f;
-}
-
 /* A barrier, timed: the wait is added to the thread's counters. */
 static void team_barrier(thread_stats *st) {
     double t0 = timer_now();
@@ -371,10 +347,6 @@ static void team_barrier(thread_stats *st) {
 // critical/reduction: each thread runs serial's forward on its own rows and buffers.
 // loop: layer 1 for all rows by column panels (dense_forward_team, then a barrier);
 //   layers 2..L by rows, each thread its own rows straight through (train_step_loop).
-
-static void sigmoid_inplace(float *x, long n) {
-    for (long i = 0; i < n; i++) x[i] = 1.0f / (1.0f + expf(-x[i]));
-}
 
 /* act[l] = activation(act[l-1] . W[l] + b[l]); the last layer leaves logits. */
 static void dense_forward(const mlp *m, work *w, int l, int rows) {
@@ -429,30 +401,6 @@ static void dense_forward_team(const mlp *m, work *w, const float *x, int rows) 
                 }
             }
     }
-}
-
-/* Softmax + cross-entropy on the logits in place: leaves dL/dlogits = p - onehot
- * (per sample, not yet divided by the batch size). Returns the summed loss (double)
- * and counts correct argmax predictions. */
-static double softmax_xent(float *restrict z, const unsigned char *restrict y, int rows, int classes,
-                           long *correct) {
-    double loss = 0.0;
-    for (int i = 0; i < rows; i++) {
-        float *zi = z + (long)i * classes;
-        int best = 0;
-        float mx = zi[0];
-        for (int c = 1; c < classes; c++) if (zi[c] > mx) { mx = zi[c]; best = c; }
-        float zy = zi[y[i]] - mx;
-        float sum = 0.0f;
-        for (int c = 0; c < classes; c++) { zi[c] = expf(zi[c] - mx); sum += zi[c]; }
-        /* -log p_y = log(sum) - (z_y - max): finite even when p_y underflows */
-        loss += (double)logf(sum) - (double)zy;
-        float inv = 1.0f / sum;
-        for (int c = 0; c < classes; c++) zi[c] *= inv;
-        zi[y[i]] -= 1.0f;
-        *correct += best == y[i];
-    }
-    return loss;
 }
 
 // ----------------------------------------------------------------------------
@@ -855,12 +803,6 @@ static void train_step_model(const mlp *v, work *ws, thread_stats *st, const flo
 // ----------------------------------------------------------------------------
 // data movement and evaluation
 
-static int argmax10(const float *z, int classes) {
-    int best = 0;
-    for (int c = 1; c < classes; c++) if (z[c] > z[best]) best = c;
-    return best;
-}
-
 /* Percent of test samples classified correctly; predictions optional. Each block of
  * EVAL_BATCH test rows is split like a training batch: critical/reduction, each thread
  * forwards its slice with its own buffers (no barrier); loop, layer 1 by the team, then
@@ -902,22 +844,6 @@ static double evaluate(const mlp *m, work *ws, thread_stats *st, int T, int accu
     long correct = 0;
     for (int t = 0; t < T; t++) correct += st[t].correct;
     return 100.0 * (double)correct / (double)d->n;
-}
-
-static void print_predictions(const dataset *d, const unsigned char *pred, int k) {
-    static const char shades[] = " .:-=+*#%@";
-    int step = d->side > 28 ? d->side / 28 : 1;
-    for (int s = 0; s < k && s < d->n; s++) {
-        printf("test image %d: predicted %d, true %d%s\n", s, pred[s], d->y[s], pred[s] == d->y[s] ? "" : "  <-- wrong");
-        for (int r = 0; r < d->side; r += step) {
-            for (int c = 0; c < d->side; c += step) {
-                float v = d->x[(size_t)s * d->features + (size_t)r * d->side + c];
-                int q = (int)(v * 9.999f);
-                putchar(shades[q < 0 ? 0 : q > 9 ? 9 : q]);
-            }
-            putchar('\n');
-        }
-    }
 }
 
 // ----------------------------------------------------------------------------
@@ -1004,11 +930,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     memset(st, 0, sizeof(thread_stats) * (size_t)T);
-    char hidden[128], dname[256];
-    options_hidden_string(o, hidden, sizeof hidden);
-    options_dataset_name(o, dname, sizeof dname);
     const char *variant = ACCUM[accum].name;
-    double flops_epoch = mlp_flops_per_sample(&m) * (double)train_n;
     printf("openmp: %s MLP %d", options_activation_name(o->activation), m.size[0]);
     for (int l = 1; l <= m.n_layers; l++) printf("-%d", m.size[l]);
     printf(" (%ld parameters), %s: %ld train / %ld test, %dx%d, batch %ld, lr %g, seed %llu, accum %s, "
@@ -1086,36 +1008,23 @@ int main(int argc, char **argv) {
     double total = timer_now() - t_start;
 
     /* results */
-    int ne = o->epochs > 1 ? o->epochs - 1 : 1, e0 = o->epochs > 1 ? 1 : 0;
-    double median = results_median(epoch_sec + e0, ne);
-    double sync_median = results_median(sync_sec + e0, ne);
-    double barrier_median = results_median(barrier_sec + e0, ne);
-    result_row row = {
-        .program = PROGRAM, .variant = variant, .ranks = 1, .threads = T,
-        .omp_wait_policy = wait_policy,
-        .dataset = dname, .image_size = train.side, .train_n = train_n, .test_n = test_n,
-        .hidden = hidden, .activation = options_activation_name(o->activation), .batch = o->batch,
-        .epochs = o->epochs, .lr = o->lr, .seed = o->seed, .epoch_seconds_median = median,
-        .total_seconds = total, .comm_seconds = 0.0, .sync_seconds = sync_median,
-        .samples_per_second = (double)train_n / median,
-        .gflops = flops_epoch / median / 1e9, .final_train_loss = loss_curve[o->epochs - 1],
-        .test_accuracy = acc_curve[o->epochs - 1], .train_loss_curve = loss_curve,
-        .test_acc_curve = acc_curve, .epoch_seconds = epoch_sec, .n_curve = o->epochs,
-    };
+    double sync_median = results_epoch_median(sync_sec, o->epochs);
+    double barrier_median = results_epoch_median(barrier_sec, o->epochs);
+    result_row row;
+    results_fill(&row, PROGRAM, variant, 1, T, o, train.side, train_n, test_n, dense_flops_per_sample(m.size, m.n_layers),
+                 total, loss_curve, acc_curve, epoch_sec);
+    row.sync_seconds = sync_median;
     if (o->predict) print_predictions(&test, pred, o->predict);
-    if (results_append(o->csv, &row, err, sizeof err)) {
+    char sync_what[96];
+    if (accum == ACCUM_CRITICAL)
+        snprintf(sync_what, sizeof sync_what, "sync critical %.3f s (+ barriers %.3f s) per epoch (all threads)",
+                 sync_median, barrier_median);
+    else
+        snprintf(sync_what, sizeof sync_what, "sync barriers %.3f s per epoch (all threads)", barrier_median);
+    if (results_finish(&row, o->csv, NULL, sync_what, err, sizeof err)) {
         fprintf(stderr, PROGRAM ": %s\n", err);
         return 1;
     }
-    char sync_what[96];
-    if (accum == ACCUM_CRITICAL)
-        snprintf(sync_what, sizeof sync_what, "critical %.3f s (+ barriers %.3f s)", sync_median, barrier_median);
-    else
-        snprintf(sync_what, sizeof sync_what, "barriers %.3f s", barrier_median);
-    printf("openmp: %s, %d threads | %d epochs | epoch median %.3f s | %.1fk samples/s | %.1f GFLOP/s | "
-           "sync %s per epoch (all threads) | loss %.4f | test acc %.2f%% | csv %s\n",
-           variant, T, o->epochs, median, row.samples_per_second / 1e3, row.gflops, sync_what,
-           row.final_train_loss, row.test_accuracy, strcmp(o->csv, "none") ? o->csv : "(none)");
 
     for (int i = 0; i < n_work; i++) work_free(&ws[i], &m);
     for (int i = 0; views && i < T; i++) mlp_replica_free(&views[i], &m);

@@ -30,6 +30,7 @@
 
 #include "gemm.h"
 #include "idx.h"
+#include "mlp.h"
 #include "options.h"
 #include "prng.h"
 #include "results.h"
@@ -119,14 +120,6 @@ typedef struct {
     float *db;                    /* bias gradient of one layer */
 } mlp;
 
-/* Every buffer starts on a 64-byte boundary: a misaligned 64-byte vector load spans
- * two cache lines, which costs a quarter of the kernel's speed. */
-static float *alloc_floats(long n) {
-    size_t bytes = ((size_t)n * sizeof(float) + 63) / 64 * 64;
-    return aligned_alloc(64, bytes ? bytes : 64);
-}
-#define PAD16(n) (((n) + 15L) / 16 * 16)   /* floats: keep each view 64-byte aligned */
-
 static int mlp_init(mlp *m, int inputs, const train_options *o, int max_rows) {
     memset(m, 0, sizeof *m);
     m->n_layers = o->n_hidden + 1;
@@ -169,23 +162,8 @@ static void mlp_free(mlp *m) {
     for (int l = 0; l <= m->n_layers; l++) { free(m->act[l]); free(m->delta[l]); }
 }
 
-/* model FLOP per training sample: forward 2*in*out per layer, weight gradients the
- * same, input gradients for every layer but the first (elementwise work not counted) */
-static double mlp_flops_per_sample(const mlp *m) {
-    double f = 0;
-    for (int l = 1; l <= m->n_layers; l++) {
-        double io = (double)m->size[l - 1] * m->size[l];
-        f += 4 * io + (l > 1 ? 2 * io : 0);
-    }
-    return f;
-}
-
 // ----------------------------------------------------------------------------
 // forward
-
-static void sigmoid_inplace(float *x, long n) {
-    for (long i = 0; i < n; i++) x[i] = 1.0f / (1.0f + expf(-x[i]));
-}
 
 /* act[l] = activation(act[l-1] . W[l] + b[l]); the last layer leaves logits. */
 static void dense_forward(mlp *m, int l, int rows) {
@@ -200,30 +178,6 @@ static void dense_forward(mlp *m, int l, int rows) {
 
 static void mlp_forward(mlp *m, int rows) {
     for (int l = 1; l <= m->n_layers; l++) dense_forward(m, l, rows);
-}
-
-/* Softmax + cross-entropy on the logits in place: leaves dL/dlogits = p - onehot
- * (per sample, not yet divided by the batch size). Returns the summed loss (double)
- * and counts correct argmax predictions. */
-static double softmax_xent(float *restrict z, const unsigned char *restrict y, int rows, int classes,
-                           long *correct) {
-    double loss = 0.0;
-    for (int i = 0; i < rows; i++) {
-        float *zi = z + (long)i * classes;
-        int best = 0;
-        float mx = zi[0];
-        for (int c = 1; c < classes; c++) if (zi[c] > mx) { mx = zi[c]; best = c; }
-        float zy = zi[y[i]] - mx;
-        float sum = 0.0f;
-        for (int c = 0; c < classes; c++) { zi[c] = expf(zi[c] - mx); sum += zi[c]; }
-        /* -log p_y = log(sum) - (z_y - max): finite even when p_y underflows */
-        loss += (double)logf(sum) - (double)zy;
-        float inv = 1.0f / sum;
-        for (int c = 0; c < classes; c++) zi[c] *= inv;
-        zi[y[i]] -= 1.0f;
-        *correct += best == y[i];
-    }
-    return loss;
 }
 
 // ----------------------------------------------------------------------------
@@ -271,20 +225,6 @@ static double train_step(mlp *m, const unsigned char *y, int rows, float lr, lon
 // ----------------------------------------------------------------------------
 // data movement and evaluation
 
-static void gather_batch(const dataset *d, const uint32_t *idx, int rows, float *x, unsigned char *y) {
-    size_t bytes = sizeof(float) * (size_t)d->features;
-    for (int r = 0; r < rows; r++) {
-        memcpy(x + (size_t)r * d->features, d->x + (size_t)idx[r] * d->features, bytes);
-        y[r] = d->y[idx[r]];
-    }
-}
-
-static int argmax10(const float *z, int classes) {
-    int best = 0;
-    for (int c = 1; c < classes; c++) if (z[c] > z[best]) best = c;
-    return best;
-}
-
 /* Percent of test samples classified correctly; predictions optional. */
 static double evaluate(mlp *m, const dataset *d, unsigned char *predictions) {
     int L = m->n_layers, classes = m->size[L];
@@ -300,22 +240,6 @@ static double evaluate(mlp *m, const dataset *d, unsigned char *predictions) {
         }
     }
     return 100.0 * (double)correct / (double)d->n;
-}
-
-static void print_predictions(const dataset *d, const unsigned char *pred, int k) {
-    static const char shades[] = " .:-=+*#%@";
-    int step = d->side > 28 ? d->side / 28 : 1;
-    for (int s = 0; s < k && s < d->n; s++) {
-        printf("test image %d: predicted %d, true %d%s\n", s, pred[s], d->y[s], pred[s] == d->y[s] ? "" : "  <-- wrong");
-        for (int r = 0; r < d->side; r += step) {
-            for (int c = 0; c < d->side; c += step) {
-                float v = d->x[(size_t)s * d->features + (size_t)r * d->side + c];
-                int q = (int)(v * 9.999f);
-                putchar(shades[q < 0 ? 0 : q > 9 ? 9 : q]);
-            }
-            putchar('\n');
-        }
-    }
 }
 
 // ----------------------------------------------------------------------------
@@ -365,11 +289,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, PROGRAM ": out of memory\n");
         return 1;
     }
-    char hidden[128], dname[256];
-    options_hidden_string(o, hidden, sizeof hidden);
-    options_dataset_name(o, dname, sizeof dname);
     const char *variant = GEMM[so.gemm].name;
-    double flops_epoch = mlp_flops_per_sample(&m) * (double)train_n;
     printf("serial: %s MLP %d", options_activation_name(o->activation), m.size[0]);
     for (int l = 1; l <= m.n_layers; l++) printf("-%d", m.size[l]);
     printf(" (%ld parameters), %s: %ld train / %ld test, %dx%d, batch %ld, lr %g, seed %llu, gemm %s\n",
@@ -403,26 +323,14 @@ int main(int argc, char **argv) {
     double total = timer_now() - t_start;
 
     /* results */
-    double median = o->epochs > 1 ? results_median(epoch_sec + 1, o->epochs - 1) : epoch_sec[0];
-    result_row row = {
-        .program = PROGRAM, .variant = variant, .ranks = 1, .threads = 1,
-        .omp_wait_policy = getenv("OMP_WAIT_POLICY") ? getenv("OMP_WAIT_POLICY") : "",
-        .dataset = dname, .image_size = train.side, .train_n = train_n, .test_n = test_n,
-        .hidden = hidden, .activation = options_activation_name(o->activation), .batch = o->batch,
-        .epochs = o->epochs, .lr = o->lr, .seed = o->seed, .epoch_seconds_median = median,
-        .total_seconds = total, .samples_per_second = (double)train_n / median,
-        .gflops = flops_epoch / median / 1e9, .final_train_loss = loss_curve[o->epochs - 1],
-        .test_accuracy = acc_curve[o->epochs - 1], .train_loss_curve = loss_curve,
-        .test_acc_curve = acc_curve, .epoch_seconds = epoch_sec, .n_curve = o->epochs,
-    };
+    result_row row;
+    results_fill(&row, PROGRAM, variant, 1, 1, o, train.side, train_n, test_n, dense_flops_per_sample(m.size, m.n_layers),
+                 total, loss_curve, acc_curve, epoch_sec);
     if (o->predict) print_predictions(&test, pred, o->predict);
-    if (results_append(o->csv, &row, err, sizeof err)) {
+    if (results_finish(&row, o->csv, NULL, NULL, err, sizeof err)) {
         fprintf(stderr, PROGRAM ": %s\n", err);
         return 1;
     }
-    printf("serial: %s | %d epochs | epoch median %.3f s | %.1fk samples/s | %.1f GFLOP/s | loss %.4f | test acc %.2f%% | csv %s\n",
-           variant, o->epochs, median, row.samples_per_second / 1e3, row.gflops, row.final_train_loss,
-           row.test_accuracy, strcmp(o->csv, "none") ? o->csv : "(none)");
 
     mlp_free(&m);
     dataset_free(&train); dataset_free(&test);

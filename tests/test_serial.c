@@ -76,7 +76,7 @@ static void test_activation_backward_hand(void) {
         float C[2];
         epilogue e = EPI_PLAIN;
         e.deriv = cases[c].h; e.deriv_act = cases[c].act;
-        matmul_own(1, 2, 1, A, 1, 1, B, 2, C, 2, &e);
+        matmul(1, 2, 1, A, 1, 1, B, 2, C, 2, &e);
         CHECK_CLOSE(cases[c].name, C, cases[c].want, 2, 1e-7);
     }
 }
