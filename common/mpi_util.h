@@ -76,6 +76,17 @@ static inline void unmute_stderr(int saved) {
     if (saved >= 0) { fflush(stderr); dup2(saved, 2); close(saved); }
 }
 
+/* Whether every rank holds the same bytes (the model replicas after training): FNV-1a
+ * of the bytes, its minimum and maximum over the ranks. */
+static inline int replicas_identical(const void *bytes, size_t n) {
+    const unsigned char *p = (const unsigned char *)bytes;
+    unsigned long long h = 0xcbf29ce484222325ull, hmin, hmax;
+    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
+    mpi_check(MPI_Allreduce(&h, &hmin, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce");
+    mpi_check(MPI_Allreduce(&h, &hmax, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
+    return hmin == hmax;
+}
+
 /* exit() anywhere (bad flags on every rank, --help) still finalizes MPI, so mpirun sees
  * a clean exit with our status instead of a process "exiting improperly" */
 static inline void finalize_at_exit(void) {
