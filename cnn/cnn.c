@@ -957,33 +957,10 @@ int main(int argc, char **argv) {
     char err[IDX_ERR_LEN] = "";
 
     /* data: every rank checks the files; the sizes decide the same errors on every rank */
-    long train_avail = 0, test_avail = 0;
-    int bad = dataset_count(o->data_dir, "train", &train_avail, err, sizeof err) ||
-              dataset_count(o->data_dir, "t10k", &test_avail, err, sizeof err);
-    agree_or_die(bad, err, 2);
-    if (o->train_n > train_avail) die_all("--train %ld: %s holds only %ld training samples", o->train_n, o->data_dir, train_avail);
-    if (o->test_n > test_avail) die_all("--test %ld: %s holds only %ld test samples", o->test_n, o->data_dir, test_avail);
-    long train_n = o->train_n ? o->train_n : train_avail;
-    long test_n = o->test_n ? o->test_n : test_avail;
-    if (nranks > train_n)
-        die_all("%d ranks but only %ld training samples: every rank needs at least one (fewer ranks or a larger --train)", nranks, train_n);
-    if (co.batch_per_rank) {
-        o->batch = co.batch_per_rank * nranks;
-        if (o->batch > train_n)
-            die_all("--batch-per-rank %ld: %d ranks x %ld = %ld rows is larger than the %ld training samples",
-                    co.batch_per_rank, nranks, co.batch_per_rank, o->batch, train_n);
-    }
-    if (o->batch_full) o->batch = train_n;
-    if (o->batch > train_n) die_all("--batch %ld is larger than the %ld training samples", o->batch, train_n);
-    if (o->batch < nranks)
-        die_all("--batch %ld is smaller than the %d ranks: every rank needs at least one row of each mini-batch", o->batch, nranks);
-    long test_lo, test_count;   /* this rank's test shard (empty when ranks > test samples) */
-    shard(test_n, rank, nranks, &test_lo, &test_count);
-    dataset train = {0}, test = {0};
-    bad = dataset_load(o->data_dir, "train", 0, train_n, o->image_size, &train, err, sizeof err);
-    if (!bad && test_count > 0)
-        bad = dataset_load(o->data_dir, "t10k", test_lo, test_count, o->image_size, &test, err, sizeof err);
-    agree_or_die(bad, err, 2);
+    sharded_data data;
+    load_sharded_data(o, co.batch_per_rank, &data);
+    dataset train = data.train, test = data.test;
+    long train_n = data.train_n, test_n = data.test_n, test_count = data.test_count;
     if (train.side < 4)
         die_all("%s: %dx%d images are too small for the CNN (at least 4x4; see --image-size)", o->data_dir, train.side, train.side);
 
@@ -1023,7 +1000,7 @@ int main(int argc, char **argv) {
     double *epoch_sec = malloc(sizeof(double) * (size_t)o->epochs);
     double *comm_sec = malloc(sizeof(double) * (size_t)o->epochs);
     double *sync_sec = malloc(sizeof(double) * (size_t)o->epochs);
-    bad = cnn_init(&m, train.side, co.filters, o->seed, max_rows, T) || !order || !st || !loss_curve || !acc_curve ||
+    int bad = cnn_init(&m, train.side, co.filters, o->seed, max_rows, T) || !order || !st || !loss_curve || !acc_curve ||
           !epoch_sec || !comm_sec || !sync_sec;
     agree_or_die(bad, "out of memory", 1);
     if (m.params_alloc > INT_MAX) die_all("--filters/--image-size: %ld parameters are more than one MPI message can count", m.params_alloc);
