@@ -43,7 +43,7 @@
 #include <mpi.h>
 #include <omp.h>
 
-#include "gemm.h"
+#include "gemm.h"       /* matmul(), transpose(): the one matrix kernel */
 #include "idx.h"
 #include "mlp.h"
 #include "options.h"
@@ -152,10 +152,6 @@ static void parse_options(cnn_options *o, int argc, char **argv) {
                     o->common.image_size);
     unmute_stderr(saved);
 }
-
-// ----------------------------------------------------------------------------
-// matrix products: matmul(), matmul_continue(), transpose() from common/gemm.h (one kernel)
-
 
 // ----------------------------------------------------------------------------
 // model: one contiguous parameter buffer with views, and a gradient buffer laid out alike
@@ -1052,26 +1048,16 @@ int main(int argc, char **argv) {
         sync_sec[epoch - 1] = sum[4] / nranks;
         loss_curve[epoch - 1] = sum[0] / (double)train_n;
         acc_curve[epoch - 1] = 100.0 * sum[2] / (double)test_n;
-        if (!isfinite(loss_curve[epoch - 1])) {
-            if (rank == 0)
-                fprintf(stderr, PROGRAM ": training diverged at epoch %d (loss %g); lower --lr\n", epoch, loss_curve[epoch - 1]);
+        char extra[64];
+        snprintf(extra, sizeof extra, "comm %.3f s  sync %.3f s", comm_sec[epoch - 1], sync_sec[epoch - 1]);
+        if (results_epoch(PROGRAM, rank == 0, o->quiet, epoch, o->epochs, loss_curve[epoch - 1],
+                          100.0 * sum[1] / (double)train_n, acc_curve[epoch - 1], epoch_sec[epoch - 1], train_n, extra))
             return 1;
-        }
-        if (!o->quiet && rank == 0)
-            printf("epoch %d/%d  loss %.6f  train_acc %.2f%%  test_acc %.2f%%  time %.3f s  %.1fk samples/s  comm %.3f s"
-                   "  sync %.3f s\n",
-                   epoch, o->epochs, loss_curve[epoch - 1], 100.0 * sum[1] / (double)train_n, acc_curve[epoch - 1],
-                   epoch_sec[epoch - 1], (double)train_n / epoch_sec[epoch - 1] / 1e3, comm_sec[epoch - 1],
-                   sync_sec[epoch - 1]);
-        fflush(stdout);
     }
     double total = timer_now() - t_start;
 
     /* the replicas must be bit-identical (every rank applied the same sums) */
-    if (!replicas_identical(m.params, sizeof(float) * (size_t)m.params_alloc)) {
-        if (rank == 0) fprintf(stderr, PROGRAM ": the model replicas differ between ranks after training (the reduction gave ranks different sums); no result written\n");
-        return 1;
-    }
+    if (!replicas_identical(m.params, sizeof(float) * (size_t)m.params_alloc)) return 1;
 
     /* each worker's (rank-major, then thread) conv microseconds per sample, to rank 0:
      * how fast each core ran while this configuration trained (bench/cnn-bench.sh sets

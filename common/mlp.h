@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "idx.h"
+#include "options.h"
 
 #ifdef __cplusplus
 #define restrict __restrict__
@@ -66,6 +67,16 @@ static inline int argmax10(const float *z, int classes) {
     return best;
 }
 
+/* [*lo, *hi) = worker t's part of n items, in units of `unit` items (sizes differ by at
+ * most one unit; the last part takes the remainder). unit 1: batch rows; unit 16:
+ * parameter slices, so that two threads never write the same cache line. */
+static inline void split_units(long n, int t, int T, long unit, long *lo, long *hi) {
+    long units = (n + unit - 1) / unit, q = units / T, r = units % T;
+    long u0 = t * q + (t < r ? t : r), u1 = u0 + q + (t < r);
+    *lo = u0 * unit < n ? u0 * unit : n;
+    *hi = u1 * unit < n ? u1 * unit : n;
+}
+
 /* rows samples of d, in the order idx gives, into x (rows x features) and y */
 static inline void gather_batch(const dataset *d, const uint32_t *idx, int rows, float *x, unsigned char *y) {
     size_t bytes = sizeof(float) * (size_t)d->features;
@@ -85,6 +96,30 @@ static inline double dense_flops_per_sample(const int *size, int L) {
         f += 4 * io + (l > 1 ? 2 * io : 0);
     }
     return f;
+}
+
+/* The data of a one-process run: the first --train and --test samples of the files,
+ * resampled to --image-size; resolves --batch full. A problem with the files or a flag
+ * that does not fit them: one line "prog: ..." on stderr, exit 2. */
+static inline void load_data(const char *prog, train_options *o, dataset *train, dataset *test) {
+    char err[IDX_ERR_LEN];
+    long train_avail, test_avail;
+    if (dataset_count(o->data_dir, "train", &train_avail, err, sizeof err) ||
+        dataset_count(o->data_dir, "t10k", &test_avail, err, sizeof err)) {
+        fprintf(stderr, "%s: %s\n", prog, err);
+        exit(2);
+    }
+    if (o->train_n > train_avail) options_die(prog, "--train %ld: %s holds only %ld training samples", o->train_n, o->data_dir, train_avail);
+    if (o->test_n > test_avail) options_die(prog, "--test %ld: %s holds only %ld test samples", o->test_n, o->data_dir, test_avail);
+    long train_n = o->train_n ? o->train_n : train_avail;
+    long test_n = o->test_n ? o->test_n : test_avail;
+    if (o->batch_full) o->batch = train_n;
+    if (o->batch > train_n) options_die(prog, "--batch %ld is larger than the %ld training samples", o->batch, train_n);
+    if (dataset_load(o->data_dir, "train", 0, train_n, o->image_size, train, err, sizeof err) ||
+        dataset_load(o->data_dir, "t10k", 0, test_n, o->image_size, test, err, sizeof err)) {
+        fprintf(stderr, "%s: %s\n", prog, err);
+        exit(2);
+    }
 }
 
 /* --predict K: the first K test images as ASCII art, with the predicted and true label */

@@ -120,13 +120,16 @@ static void __attribute__((unused)) load_sharded_data(train_options *o, long bat
 }
 
 /* Whether every rank holds the same bytes (the model replicas after training): FNV-1a
- * of the bytes, its minimum and maximum over the ranks. */
+ * of the bytes, its minimum and maximum over the ranks. When they differ, rank 0 says so
+ * in one line (the run then writes no result). */
 static inline int replicas_identical(const void *bytes, size_t n) {
     const unsigned char *p = (const unsigned char *)bytes;
     unsigned long long h = 0xcbf29ce484222325ull, hmin, hmax;
     for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
     mpi_check(MPI_Allreduce(&h, &hmin, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce");
     mpi_check(MPI_Allreduce(&h, &hmax, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
+    if (hmin != hmax && rank == 0)
+        fprintf(stderr, PROGRAM ": the model replicas differ between ranks after training; no result written\n");
     return hmin == hmax;
 }
 

@@ -6,6 +6,7 @@
 #include "options.h"
 
 #include <errno.h>
+#include <math.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -214,6 +215,20 @@ int results_finish(const result_row *r, const char *csv, const char *who_text, c
            r->program, r->variant, who, r->epochs, r->epoch_seconds_median, r->samples_per_second / 1e3, r->gflops,
            r->final_train_loss, r->test_accuracy, extra && *extra ? " | " : "", extra ? extra : "",
            csv && *csv && strcmp(csv, "none") ? csv : "(none)");
+    fflush(stdout);
+    return 0;
+}
+
+int results_epoch(const char *program, int printer, int quiet, int epoch, int epochs, double loss,
+                  double train_acc, double test_acc, double seconds, long train_n, const char *extra) {
+    if (!isfinite(loss)) {
+        if (printer) fprintf(stderr, "%s: training diverged at epoch %d (loss %g); lower --lr\n", program, epoch, loss);
+        return 1;
+    }
+    if (printer && !quiet)
+        printf("epoch %d/%d  loss %.6f  train_acc %.2f%%  test_acc %.2f%%  time %.3f s  %.1fk samples/s%s%s\n",
+               epoch, epochs, loss, train_acc, test_acc, seconds, (double)train_n / seconds / 1e3,
+               extra && *extra ? "  " : "", extra ? extra : "");
     fflush(stdout);
     return 0;
 }

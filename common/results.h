@@ -69,6 +69,13 @@ void results_fill(result_row *r, const char *program, const char *variant, int r
  * per-epoch column (epoch, comm and sync seconds) is reported this way. */
 double results_epoch_median(const double *v, int epochs);
 
+/* The end of epoch `epoch` of `epochs`: prints (when `printer` and not `quiet`)
+ *   epoch e/E  loss L  train_acc A%  test_acc T%  time S s  Nk samples/s[  extra]
+ * and returns 0; or, when the loss is not finite, prints (when `printer`)
+ * "PROGRAM: training diverged at epoch e (loss x); lower --lr" on stderr and returns 1. */
+int results_epoch(const char *program, int printer, int quiet, int epoch, int epochs, double loss,
+                  double train_acc, double test_acc, double seconds, long train_n, const char *extra);
+
 /* The end of a run: appends the row to csv and prints the one summary line
  *   PROGRAM: variant | who | E epochs | epoch median S s | Nk samples/s | G GFLOP/s |
  *   loss L | test acc A% [| extra] | csv FILE

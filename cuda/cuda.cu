@@ -891,19 +891,11 @@ int main(int argc, char **argv) {
         comm_sec[epoch - 1] = sum[3] / nranks;
         loss_curve[epoch - 1] = sum[0] / (double)train_n;
         acc_curve[epoch - 1] = 100.0 * sum[2] / (double)test_n;
-        if (!isfinite(loss_curve[epoch - 1])) {
-            if (rank == 0)
-                fprintf(stderr, PROGRAM ": training diverged at epoch %d (loss %g); lower --lr\n", epoch, loss_curve[epoch - 1]);
+        char extra[64] = "";
+        if (nranks > 1) snprintf(extra, sizeof extra, "comm %.3f s", comm_sec[epoch - 1]);
+        if (results_epoch(PROGRAM, rank == 0, o->quiet, epoch, o->epochs, loss_curve[epoch - 1],
+                          100.0 * sum[1] / (double)train_n, acc_curve[epoch - 1], epoch_sec[epoch - 1], train_n, extra))
             return 1;
-        }
-        if (!o->quiet && rank == 0) {
-            printf("epoch %d/%d  loss %.6f  train_acc %.2f%%  test_acc %.2f%%  time %.3f s  %.1fk samples/s",
-                   epoch, o->epochs, loss_curve[epoch - 1], 100.0 * sum[1] / (double)train_n,
-                   acc_curve[epoch - 1], epoch_sec[epoch - 1], (double)train_n / epoch_sec[epoch - 1] / 1e3);
-            if (nranks > 1) printf("  comm %.3f s", comm_sec[epoch - 1]);
-            printf("\n");
-        }
-        fflush(stdout);
     }
     double total = timer_now() - t_start;
 

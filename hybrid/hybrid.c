@@ -37,7 +37,7 @@
 #include <mpi.h>
 #include <omp.h>
 
-#include "gemm.h"
+#include "gemm.h"       /* matmul(), transpose(): the one matrix kernel */
 #include "idx.h"
 #include "mlp.h"
 #include "options.h"
@@ -117,23 +117,6 @@ static void parse_options(hybrid_options *o, int argc, char **argv) {
         if (o->threads > MAX_THREADS) o->threads = MAX_THREADS;
     }
     unmute_stderr(saved);
-}
-
-// ----------------------------------------------------------------------------
-// matrix products: matmul() and transpose() from common/gemm.h (the one kernel)
-//
-// matmul() runs every tile in the calling thread: each OpenMP thread multiplies its own
-// rows of the batch (openmp/openmp.c --accum reduction's path, without the team driver).
-
-
-/* [*lo, *hi) = thread t's part of n items, in units of `unit` items (sizes differ by at
- * most one unit; the last part takes the remainder). unit 1: batch rows; unit 16:
- * parameter slices, so that two threads never write the same cache line. */
-static void split(long n, int t, int T, long unit, long *lo, long *hi) {
-    long units = (n + unit - 1) / unit, q = units / T, r = units % T;
-    long u0 = t * q + (t < r ? t : r), u1 = u0 + q + (t < r);
-    *lo = u0 * unit < n ? u0 * unit : n;
-    *hi = u1 * unit < n ? u1 * unit : n;
 }
 
 // ----------------------------------------------------------------------------
@@ -300,8 +283,8 @@ static void my_slices(const mlp *m, int t, int T, slices *s) {
     for (int l = 1; l <= m->n_layers; l++) {
         int in = m->size[l - 1], out = m->size[l];
         long j0, j1;
-        split(in, t, T, 16, &s->i0[l], &s->i1[l]);
-        split(out, t, T, 16, &j0, &j1);
+        split_units(in, t, T, 16, &s->i0[l], &s->i1[l]);
+        split_units(out, t, T, 16, &j0, &j1);
         s->w0[l] = w_offset(m, l) + s->i0[l] * out;
         s->w1[l] = w_offset(m, l) + s->i1[l] * out;
         s->b0[l] = b_offset(m, l) + j0;
@@ -373,7 +356,7 @@ static void train_step(mlp *m, work *ws, thread_stats *st, const dataset *d, con
     int L = m->n_layers;
     work *w = &ws[t];
     long lo, hi;
-    split(rank_rows, t, T, 1, &lo, &hi);
+    split_units(rank_rows, t, T, 1, &lo, &hi);
     int n = (int)(hi - lo);
     if (n > 0) {
         size_t bytes = sizeof(float) * (size_t)d->features;
@@ -428,7 +411,7 @@ static long evaluate(const mlp *m, work *ws, thread_stats *st, int T, const data
         for (long start = 0; start < d->n; start += EVAL_BATCH) {
             int rows = (int)(d->n - start < EVAL_BATCH ? d->n - start : EVAL_BATCH);
             long lo, hi;
-            split(rows, t, T, 1, &lo, &hi);
+            split_units(rows, t, T, 1, &lo, &hi);
             int n = (int)(hi - lo);
             if (n == 0) continue;
             memcpy(w->act[0], d->x + (size_t)(start + lo) * d->features, sizeof(float) * (size_t)n * d->features);
@@ -592,25 +575,16 @@ int main(int argc, char **argv) {
         sync_sec[epoch - 1] = sum[4] / nranks;
         loss_curve[epoch - 1] = sum[0] / (double)train_n;
         acc_curve[epoch - 1] = 100.0 * sum[2] / (double)test_n;
-        if (!isfinite(loss_curve[epoch - 1])) {
-            if (rank == 0)
-                fprintf(stderr, PROGRAM ": training diverged at epoch %d (loss %g); lower --lr\n", epoch, loss_curve[epoch - 1]);
+        char extra[64];
+        snprintf(extra, sizeof extra, "comm %.3f s", comm_sec[epoch - 1]);
+        if (results_epoch(PROGRAM, rank == 0, o->quiet, epoch, o->epochs, loss_curve[epoch - 1],
+                          100.0 * sum[1] / (double)train_n, acc_curve[epoch - 1], epoch_sec[epoch - 1], train_n, extra))
             return 1;
-        }
-        if (!o->quiet && rank == 0)
-            printf("epoch %d/%d  loss %.6f  train_acc %.2f%%  test_acc %.2f%%  time %.3f s  %.1fk samples/s  comm %.3f s\n",
-                   epoch, o->epochs, loss_curve[epoch - 1], 100.0 * sum[1] / (double)train_n,
-                   acc_curve[epoch - 1], epoch_sec[epoch - 1], (double)train_n / epoch_sec[epoch - 1] / 1e3,
-                   comm_sec[epoch - 1]);
-        fflush(stdout);
     }
     double total = timer_now() - t_start;
 
     /* the replicas must be bit-identical (every rank applied the same sums) */
-    if (!replicas_identical(m.params, sizeof(float) * (size_t)m.params_alloc)) {
-        if (rank == 0) fprintf(stderr, PROGRAM ": the model replicas differ between ranks after training (the reduction gave ranks different sums); no result written\n");
-        return 1;
-    }
+    if (!replicas_identical(m.params, sizeof(float) * (size_t)m.params_alloc)) return 1;
 
     /* results: rank 0 alone */
     int status = 0;

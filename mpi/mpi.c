@@ -35,7 +35,7 @@
 
 #include <mpi.h>
 
-#include "gemm.h"
+#include "gemm.h"       /* matmul(), transpose(): the one matrix kernel */
 #include "idx.h"
 #include "mlp.h"
 #include "options.h"
@@ -112,10 +112,6 @@ static void parse_options(mpi_options *o, int argc, char **argv) {
         options_die(PROGRAM, "--batch and --batch-per-rank: give one of them, not both");
     unmute_stderr(saved);
 }
-
-// ----------------------------------------------------------------------------
-// matrix products: matmul() and transpose() from common/gemm.h (the one kernel)
-
 
 // ----------------------------------------------------------------------------
 // model: one contiguous parameter buffer with per-layer views, and a gradient buffer
@@ -417,25 +413,16 @@ int main(int argc, char **argv) {
         comm_sec[epoch - 1] = sum[3] / nranks;
         loss_curve[epoch - 1] = sum[0] / (double)train_n;
         acc_curve[epoch - 1] = 100.0 * sum[2] / (double)test_n;
-        if (!isfinite(loss_curve[epoch - 1])) {
-            if (rank == 0)
-                fprintf(stderr, PROGRAM ": training diverged at epoch %d (loss %g); lower --lr\n", epoch, loss_curve[epoch - 1]);
+        char extra[64];
+        snprintf(extra, sizeof extra, "comm %.3f s", comm_sec[epoch - 1]);
+        if (results_epoch(PROGRAM, rank == 0, o->quiet, epoch, o->epochs, loss_curve[epoch - 1],
+                          100.0 * sum[1] / (double)train_n, acc_curve[epoch - 1], epoch_sec[epoch - 1], train_n, extra))
             return 1;
-        }
-        if (!o->quiet && rank == 0)
-            printf("epoch %d/%d  loss %.6f  train_acc %.2f%%  test_acc %.2f%%  time %.3f s  %.1fk samples/s  comm %.3f s\n",
-                   epoch, o->epochs, loss_curve[epoch - 1], 100.0 * sum[1] / (double)train_n,
-                   acc_curve[epoch - 1], epoch_sec[epoch - 1], (double)train_n / epoch_sec[epoch - 1] / 1e3,
-                   comm_sec[epoch - 1]);
-        fflush(stdout);
     }
     double total = timer_now() - t_start;
 
     /* the replicas must be bit-identical (every rank applied the same sums) */
-    if (!replicas_identical(m.params, sizeof(float) * (size_t)m.params_alloc)) {
-        if (rank == 0) fprintf(stderr, PROGRAM ": the model replicas differ between ranks after training (the reduction gave ranks different sums); no result written\n");
-        return 1;
-    }
+    if (!replicas_identical(m.params, sizeof(float) * (size_t)m.params_alloc)) return 1;
 
     /* results: rank 0 alone */
     int status = 0;

@@ -34,7 +34,7 @@
 
 #include <mpi.h>
 
-#include "gemm.h"
+#include "gemm.h"       /* matmul(), transpose(): the one matrix kernel */
 #include "idx.h"
 #include "mlp.h"
 #include "options.h"
@@ -112,10 +112,6 @@ static void parse_options(pipeline_options *o, int argc, char **argv) {
     }
     unmute_stderr(saved);
 }
-
-// ----------------------------------------------------------------------------
-// matrix products: matmul() and transpose() from common/gemm.h (the one kernel)
-
 
 // ----------------------------------------------------------------------------
 // model: this stage's layers first..last of the network's 1..L, one contiguous
@@ -521,17 +517,11 @@ int main(int argc, char **argv) {
         if (epoch > 1 || o->epochs == 1) { my_busy += busy; counted_seconds += slowest; }
         loss_curve[epoch - 1] = sum[0] / (double)train_n;
         acc_curve[epoch - 1] = 100.0 * sum[2] / (double)test_n;
-        if (!isfinite(loss_curve[epoch - 1])) {
-            if (rank == 0)
-                fprintf(stderr, PROGRAM ": training diverged at epoch %d (loss %g); lower --lr\n", epoch, loss_curve[epoch - 1]);
+        char extra[64];
+        snprintf(extra, sizeof extra, "comm %.3f s  bubble %.2f", comm_sec[epoch - 1], idle_sec[epoch - 1] / (nranks * slowest));
+        if (results_epoch(PROGRAM, rank == 0, o->quiet, epoch, o->epochs, loss_curve[epoch - 1],
+                          100.0 * sum[1] / (double)train_n, acc_curve[epoch - 1], epoch_sec[epoch - 1], train_n, extra))
             return 1;
-        }
-        if (!o->quiet && rank == 0)
-            printf("epoch %d/%d  loss %.6f  train_acc %.2f%%  test_acc %.2f%%  time %.3f s  %.1fk samples/s  comm %.3f s  bubble %.2f\n",
-                   epoch, o->epochs, loss_curve[epoch - 1], 100.0 * sum[1] / (double)train_n,
-                   acc_curve[epoch - 1], epoch_sec[epoch - 1], (double)train_n / epoch_sec[epoch - 1] / 1e3,
-                   comm_sec[epoch - 1], idle_sec[epoch - 1] / (nranks * slowest));
-        fflush(stdout);
     }
     double total = timer_now() - t_start;
     mpi_check(MPI_Gather(&my_busy, 1, MPI_DOUBLE, stage_busy, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD), "MPI_Gather");

@@ -35,7 +35,7 @@
 
 #include <omp.h>
 
-#include "gemm.h"
+#include "gemm.h"       /* matmul(), transpose(): the one matrix kernel */
 #include "idx.h"
 #include "mlp.h"
 #include "options.h"
@@ -106,32 +106,12 @@ static void parse_options(openmp_options *o, int argc, char **argv) {
     }
 }
 
-// ----------------------------------------------------------------------------
-// matrix products: matmul() and transpose() from common/gemm.h (the one kernel)
-//
-// matmul() runs all the tiles in the calling thread (critical/reduction: each thread on
-// its own rows). loop shares the tiles of a product out over the team with an orphaned
-// `omp for` (dense_forward_team, dense_update_team) through matmul_tile(). A tile computes
-// each of its elements over the whole K in serial's order, so who computes a tile never
-// changes the result.
-
-
 /* W^T[j + c][r] = panel[r][c] for rows i..i+MR of the panel (in x wd) of W that starts
  * at column j: the thread that updated the tile refreshes its transpose too (loop). */
 static void transpose_tile(const float *restrict panel, int in, int wd, int i, int j, float *restrict wt) {
     int i1 = i + MR < in ? i + MR : in;
     for (int c = 0; c < wd; c++)
         for (int r = i; r < i1; r++) wt[(long)(j + c) * in + r] = panel[(long)r * wd + c];
-}
-
-/* [*lo, *hi) = thread t's part of n items, in units of `unit` items (sizes differ by at
- * most one unit; the last part takes the remainder). unit 1: batch rows; unit 16:
- * parameter slices, so that two threads never write the same cache line. */
-static void split(long n, int t, int T, long unit, long *lo, long *hi) {
-    long units = (n + unit - 1) / unit, q = units / T, r = units % T;
-    long u0 = t * q + (t < r ? t : r), u1 = u0 + q + (t < r);
-    *lo = u0 * unit < n ? u0 * unit : n;
-    *hi = u1 * unit < n ? u1 * unit : n;
 }
 
 // ----------------------------------------------------------------------------
@@ -317,6 +297,9 @@ static void team_barrier(thread_stats *st) {
 // critical/reduction: each thread runs serial's forward on its own rows and buffers.
 // loop: layer 1 for all rows by column panels (dense_forward_team, then a barrier);
 //   layers 2..L by rows, each thread its own rows straight through (train_step_loop).
+//   The team shares a product's tiles out with an orphaned `omp for` (matmul_tile()); a
+//   tile computes each of its elements over the whole K in serial's order, so who
+//   computes a tile never changes the result.
 
 /* act[l] = activation(act[l-1] . W[l] + b[l]); the last layer leaves logits. */
 static void dense_forward(const mlp *m, work *w, int l, int rows) {
@@ -461,8 +444,8 @@ static void update_slice(mlp *m, float *const *g, int ng, float scale, int t, in
     for (int l = 1; l <= m->n_layers; l++) {
         int in = m->size[l - 1], out = m->size[l];
         long i0, i1, j0, j1;
-        split(in, t, T, 16, &i0, &i1);
-        split(out, t, T, 16, &j0, &j1);
+        split_units(in, t, T, 16, &i0, &i1);
+        split_units(out, t, T, 16, &j0, &j1);
         long w0 = w_offset(m, l) + i0 * out, w1 = w_offset(m, l) + i1 * out;
         long b0 = b_offset(m, l) + j0, b1 = b_offset(m, l) + j1;
         sum_update(m->params, g, ng, w0, w1, scale);
@@ -529,7 +512,7 @@ static void train_step_data(mlp *m, work *ws, thread_stats *st, const dataset *d
     int L = m->n_layers;
     work *w = &ws[t];
     long lo, hi;
-    split(rows, t, T, 1, &lo, &hi);
+    split_units(rows, t, T, 1, &lo, &hi);
     int n = (int)(hi - lo);
     if (n > 0) {
         size_t bytes = sizeof(float) * (size_t)d->features;
@@ -563,7 +546,7 @@ static void train_step_data(mlp *m, work *ws, thread_stats *st, const dataset *d
 static void gather_team(const dataset *d, const uint32_t *idx, int rows, float *x, unsigned char *y, int t, int T) {
     size_t bytes = sizeof(float) * (size_t)d->features;
     long lo, hi;
-    split(rows, t, T, 1, &lo, &hi);
+    split_units(rows, t, T, 1, &lo, &hi);
     for (long r = lo; r < hi; r++) {
         memcpy(x + (size_t)r * d->features, d->x + (size_t)idx[r] * d->features, bytes);
         y[r] = d->y[idx[r]];
@@ -574,7 +557,7 @@ static void gather_team(const dataset *d, const uint32_t *idx, int rows, float *
  * samples are scattered over the whole training set, so each row is a trip to DRAM. */
 static void prefetch_team(const dataset *d, const uint32_t *idx, int rows, int t, int T) {
     long lo, hi;
-    split(rows, t, T, 1, &lo, &hi);
+    split_units(rows, t, T, 1, &lo, &hi);
     for (long r = lo; r < hi; r++) {
         const char *row = (const char *)(d->x + (size_t)idx[r] * d->features);
         for (size_t b = 0; b < sizeof(float) * (size_t)d->features; b += 64) __builtin_prefetch(row + b, 0, 2);
@@ -600,7 +583,7 @@ static void train_step_loop(mlp *m, work *w, thread_stats *st, const float *x, c
     team_barrier(st);
     if (next_rows > 0) prefetch_team(d, next_idx, next_rows, t, T);
     long lo, hi;
-    split(rows, t, T, 1, &lo, &hi);
+    split_units(rows, t, T, 1, &lo, &hi);
     int n = (int)(hi - lo);
     if (n > 0) {
         work v = *w;                       /* a view of rows lo..hi of the shared buffers */
@@ -652,7 +635,7 @@ static void dense_update_whole(const mlp *m, const work *w, int l, const float *
  * panels, so its columns of W[1], rows of W[2] and columns of W[2]^T never share a
  * cache line with another thread's. Threads past the last panel own none. */
 static void model_units(const mlp *m, int t, int T, long *lo, long *hi) {
-    split(m->size[1], t, T, NR, lo, hi);
+    split_units(m->size[1], t, T, NR, lo, hi);
 }
 
 /* Model-parallel step (model), called by every thread with its own view v of the model
@@ -788,7 +771,7 @@ static double evaluate(const mlp *m, work *ws, thread_stats *st, int T, int accu
             int rows = (int)(d->n - start < EVAL_BATCH ? d->n - start : EVAL_BATCH);
             const float *x = d->x + (size_t)start * d->features;
             long lo, hi;
-            split(rows, t, T, 1, &lo, &hi);
+            split_units(rows, t, T, 1, &lo, &hi);
             int n = (int)(hi - lo);
             work v;
             if (accum == ACCUM_LOOP) {
@@ -827,24 +810,9 @@ int main(int argc, char **argv) {
     char err[IDX_ERR_LEN];
 
     /* data */
-    long train_avail, test_avail;
-    if (dataset_count(o->data_dir, "train", &train_avail, err, sizeof err) ||
-        dataset_count(o->data_dir, "t10k", &test_avail, err, sizeof err)) {
-        fprintf(stderr, PROGRAM ": %s\n", err);
-        return 2;
-    }
-    if (o->train_n > train_avail) options_die(PROGRAM, "--train %ld: %s holds only %ld training samples", o->train_n, o->data_dir, train_avail);
-    if (o->test_n > test_avail) options_die(PROGRAM, "--test %ld: %s holds only %ld test samples", o->test_n, o->data_dir, test_avail);
-    long train_n = o->train_n ? o->train_n : train_avail;
-    long test_n = o->test_n ? o->test_n : test_avail;
-    if (o->batch_full) o->batch = train_n;
-    if (o->batch > train_n) options_die(PROGRAM, "--batch %ld is larger than the %ld training samples", o->batch, train_n);
     dataset train, test;
-    if (dataset_load(o->data_dir, "train", 0, train_n, o->image_size, &train, err, sizeof err) ||
-        dataset_load(o->data_dir, "t10k", 0, test_n, o->image_size, &test, err, sizeof err)) {
-        fprintf(stderr, PROGRAM ": %s\n", err);
-        return 2;
-    }
+    load_data(PROGRAM, o, &train, &test);
+    long train_n = train.n, test_n = test.n;
 
     /* threads: exactly T, never fewer (a team smaller than asked would mis-split the work) */
     const char *wait_policy = getenv("OMP_WAIT_POLICY") ? getenv("OMP_WAIT_POLICY") : "";
@@ -964,15 +932,10 @@ int main(int argc, char **argv) {
         }
         loss_curve[epoch - 1] = loss_sum / (double)train_n;
         acc_curve[epoch - 1] = evaluate(&m, ws, st, T, accum, &test, pred);
-        if (!isfinite(loss_curve[epoch - 1])) {
-            fprintf(stderr, PROGRAM ": training diverged at epoch %d (loss %g); lower --lr\n", epoch, loss_curve[epoch - 1]);
+        if (results_epoch(PROGRAM, 1, o->quiet, epoch, o->epochs, loss_curve[epoch - 1],
+                          100.0 * (double)correct / (double)train_n, acc_curve[epoch - 1], epoch_sec[epoch - 1],
+                          train_n, NULL))
             return 1;
-        }
-        if (!o->quiet)
-            printf("epoch %d/%d  loss %.6f  train_acc %.2f%%  test_acc %.2f%%  time %.3f s  %.1fk samples/s\n",
-                   epoch, o->epochs, loss_curve[epoch - 1], 100.0 * (double)correct / (double)train_n,
-                   acc_curve[epoch - 1], epoch_sec[epoch - 1], (double)train_n / epoch_sec[epoch - 1] / 1e3);
-        fflush(stdout);
     }
     double total = timer_now() - t_start;
 

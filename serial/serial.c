@@ -26,7 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gemm.h"
+#include "gemm.h"       /* matmul(), transpose(): the one matrix kernel */
 #include "idx.h"
 #include "mlp.h"
 #include "options.h"
@@ -91,10 +91,6 @@ static void parse_options(serial_options *o, int argc, char **argv) {
         options_die(PROGRAM, "unknown option '%s'", argv[i]);
     }
 }
-
-// ----------------------------------------------------------------------------
-// matrix products: matmul() and transpose() from common/gemm.h (the one kernel)
-
 
 // ----------------------------------------------------------------------------
 // model: one contiguous parameter buffer with per-layer views
@@ -255,24 +251,9 @@ int main(int argc, char **argv) {
     char err[IDX_ERR_LEN];
 
     /* data */
-    long train_avail, test_avail;
-    if (dataset_count(o->data_dir, "train", &train_avail, err, sizeof err) ||
-        dataset_count(o->data_dir, "t10k", &test_avail, err, sizeof err)) {
-        fprintf(stderr, PROGRAM ": %s\n", err);
-        return 2;
-    }
-    if (o->train_n > train_avail) options_die(PROGRAM, "--train %ld: %s holds only %ld training samples", o->train_n, o->data_dir, train_avail);
-    if (o->test_n > test_avail) options_die(PROGRAM, "--test %ld: %s holds only %ld test samples", o->test_n, o->data_dir, test_avail);
-    long train_n = o->train_n ? o->train_n : train_avail;
-    long test_n = o->test_n ? o->test_n : test_avail;
-    if (o->batch_full) o->batch = train_n;
-    if (o->batch > train_n) options_die(PROGRAM, "--batch %ld is larger than the %ld training samples", o->batch, train_n);
     dataset train, test;
-    if (dataset_load(o->data_dir, "train", 0, train_n, o->image_size, &train, err, sizeof err) ||
-        dataset_load(o->data_dir, "t10k", 0, test_n, o->image_size, &test, err, sizeof err)) {
-        fprintf(stderr, PROGRAM ": %s\n", err);
-        return 2;
-    }
+    load_data(PROGRAM, o, &train, &test);
+    long train_n = train.n, test_n = test.n;
 
     /* model */
     mlp m;
@@ -308,15 +289,10 @@ int main(int argc, char **argv) {
         epoch_sec[epoch - 1] = timer_now() - t0;
         loss_curve[epoch - 1] = loss_sum / (double)train_n;
         acc_curve[epoch - 1] = evaluate(&m, &test, pred);
-        if (!isfinite(loss_curve[epoch - 1])) {
-            fprintf(stderr, PROGRAM ": training diverged at epoch %d (loss %g); lower --lr\n", epoch, loss_curve[epoch - 1]);
+        if (results_epoch(PROGRAM, 1, o->quiet, epoch, o->epochs, loss_curve[epoch - 1],
+                          100.0 * (double)correct / (double)train_n, acc_curve[epoch - 1], epoch_sec[epoch - 1],
+                          train_n, NULL))
             return 1;
-        }
-        if (!o->quiet)
-            printf("epoch %d/%d  loss %.6f  train_acc %.2f%%  test_acc %.2f%%  time %.3f s  %.1fk samples/s\n",
-                   epoch, o->epochs, loss_curve[epoch - 1], 100.0 * (double)correct / (double)train_n,
-                   acc_curve[epoch - 1], epoch_sec[epoch - 1], (double)train_n / epoch_sec[epoch - 1] / 1e3);
-        fflush(stdout);
     }
     double total = timer_now() - t_start;
 
