@@ -7,11 +7,23 @@
 #   make report-md  regenerate results/REPORT.md from the existing results (RESULTS=DIR for another run)
 #   make clean
 #
-# Overrides: CC, MPICC, NVCC, CUDA_ARCH, and NO_BLAS=1 / NO_OMP=1 / NO_MPI=1 / NO_CUDA=1 opt-outs.
+#   make PORTABLE=1 [all|test]   the portable build (-march=x86-64-v3, no AVX-512) in build/portable/
+#
+# Overrides: CC, MPICC, NVCC, CUDA_ARCH, ARCH (default -march=native), and NO_BLAS=1 /
+# NO_OMP=1 / NO_MPI=1 / NO_CUDA=1 opt-outs.
 
 CC      ?= cc
 MPICC   ?= mpicc
-CFLAGS  ?= -O3 -march=native
+CFLAGS  ?= -O3
+# PORTABLE=1: no AVX-512 (-march=x86-64-v3), so common/gemm.h's portable path is what
+# runs; everything goes under build/portable/ (make test PORTABLE=1 tests that build)
+ifdef PORTABLE
+ARCH    ?= -march=x86-64-v3
+O       := build/portable/
+else
+ARCH    ?= -march=native
+O       :=
+endif
 WARN     = -Wall -Wextra
 STD      = -std=c11
 CPPFLAGS = -Icommon
@@ -52,70 +64,79 @@ ifdef HAVE_NVCC
 # exactly the GPU of this machine when one is present
 CUDA_ARCH ?= $(if $(shell nvidia-smi -L 2>/dev/null | grep GPU),-arch=native,-gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90)
 endif
-CUDA_TARGETS = $(if $(HAVE_NVCC),cuda/cuda) $(if $(HAVE_CXX),cuda/cuda-emu) \
-               $(if $(and $(HAVE_NVCC),$(HAVE_MPICXX)),cuda/cuda-mpi) $(if $(and $(HAVE_CXX),$(HAVE_MPICXX)),cuda/cuda-mpi-emu)
+CUDA_TARGETS = $(if $(HAVE_NVCC),$(O)cuda/cuda) $(if $(HAVE_CXX),$(O)cuda/cuda-emu) \
+               $(if $(and $(HAVE_NVCC),$(HAVE_MPICXX)),$(O)cuda/cuda-mpi) $(if $(and $(HAVE_CXX),$(HAVE_MPICXX)),$(O)cuda/cuda-mpi-emu)
 
 SERIAL_DEFS = $(if $(HAVE_BLAS),-DHAVE_CBLAS)
 SERIAL_LIBS = $(if $(HAVE_BLAS),-lopenblas)
 
-# The programs and the source each is built from; a program whose source does not
-# exist yet is reported as skipped, never faked.
 PROGRAMS = serial/serial openmp/openmp mpi/mpi mpi/pipeline hybrid/hybrid cuda/cuda cnn/cnn
 
 .PHONY: all test data plots clean report cuda cuda-emu cuda-mpi hybrid
 all: report
 
-report: $(if $(HAVE_ZLIB),serial/serial) $(if $(and $(HAVE_ZLIB),$(HAVE_OMP)),openmp/openmp) $(if $(and $(HAVE_ZLIB),$(HAVE_MPI)),mpi/mpi mpi/pipeline) $(CUDA_TARGETS) $(if $(and $(HAVE_ZLIB),$(HAVE_MPI),$(HAVE_OMP)),cnn/cnn hybrid/hybrid)
-	@echo "partrain build summary:"
+# the CPU trainers this machine can build (make cpu: these alone, no CUDA)
+CPU_PROGRAMS = $(if $(HAVE_ZLIB),$(O)serial/serial) $(if $(and $(HAVE_ZLIB),$(HAVE_OMP)),$(O)openmp/openmp) \
+               $(if $(and $(HAVE_ZLIB),$(HAVE_MPI)),$(O)mpi/mpi $(O)mpi/pipeline) \
+               $(if $(and $(HAVE_ZLIB),$(HAVE_MPI),$(HAVE_OMP)),$(O)cnn/cnn $(O)hybrid/hybrid)
+.PHONY: cpu
+cpu: $(CPU_PROGRAMS)
+
+report: $(CPU_PROGRAMS) $(CUDA_TARGETS)
+	@echo "partrain build summary:$(if $(O), the portable build ($(ARCH)) in $(O))"
 	@$(if $(HAVE_ZLIB),echo "  ✓ serial/serial$(if $(HAVE_BLAS), (with --gemm blas: OpenBLAS found), (without --gemm blas: OpenBLAS not found; apt-get install libopenblas-dev))",echo "  ✗ serial/serial skipped: zlib headers missing (apt-get install zlib1g-dev)")
-	@$(if $(and $(HAVE_ZLIB),$(HAVE_OMP)),echo "  ✓ openmp/openmp (--accum critical|reduction|loop|model)",echo "  ✗ openmp/openmp skipped: $(if $(NO_OMP),NO_OMP=1 given,$(if $(HAVE_ZLIB),$(CC) -fopenmp failed (apt-get install libgomp1 or use CC=gcc),zlib headers missing (apt-get install zlib1g-dev)))")
-	@$(if $(and $(HAVE_ZLIB),$(HAVE_MPI)),echo "  ✓ mpi/mpi (--sync allreduce|reduce-bcast|overlap) and mpi/pipeline (GPipe micro-batches): run with scripts/mpirun.sh P ...",echo "  ✗ mpi/mpi and mpi/pipeline skipped: $(if $(NO_MPI),NO_MPI=1 given,$(if $(HAVE_ZLIB),$(MPICC) not found (apt-get install openmpi-bin libopenmpi-dev),zlib headers missing (apt-get install zlib1g-dev)))")
-	@$(if $(HAVE_NVCC),echo "  ✓ cuda/cuda (nvcc $(NVCC) $(CUDA_ARCH); --kernel naive|tiled|cublas)$(if $(shell nvidia-smi -L 2>/dev/null | grep GPU),, (no GPU here: it exits 3; scripts/gpu-check.sh on a GPU machine))",echo "  ✗ cuda/cuda skipped: $(if $(NO_CUDA),NO_CUDA=1 given,nvcc not found in PATH or \$$CUDA_HOME/bin or /usr/local/cuda/bin (install the CUDA toolkit or set NVCC=))")
+	@$(if $(and $(HAVE_ZLIB),$(HAVE_OMP)),echo "  ✓ openmp/openmp (--accum $$($(O)openmp/openmp --list-variants | cut -f1 | paste -sd"|"))",echo "  ✗ openmp/openmp skipped: $(if $(NO_OMP),NO_OMP=1 given,$(if $(HAVE_ZLIB),$(CC) -fopenmp failed (apt-get install libgomp1 or use CC=gcc),zlib headers missing (apt-get install zlib1g-dev)))")
+	@$(if $(and $(HAVE_ZLIB),$(HAVE_MPI)),echo "  ✓ mpi/mpi (--sync $$($(O)mpi/mpi --list-variants | cut -f1 | paste -sd"|")) and mpi/pipeline (GPipe micro-batches): run with scripts/mpirun.sh P ...",echo "  ✗ mpi/mpi and mpi/pipeline skipped: $(if $(NO_MPI),NO_MPI=1 given,$(if $(HAVE_ZLIB),$(MPICC) not found (apt-get install openmpi-bin libopenmpi-dev),zlib headers missing (apt-get install zlib1g-dev)))")
+	@$(if $(HAVE_NVCC),echo "  ✓ cuda/cuda (nvcc $(NVCC) $(CUDA_ARCH); variants $$($(O)cuda/cuda --list-variants | cut -f1 | paste -sd"|"))$(if $(shell nvidia-smi -L 2>/dev/null | grep GPU),, (no GPU here: it exits 3; scripts/gpu-check.sh on a GPU machine))",echo "  ✗ cuda/cuda skipped: $(if $(NO_CUDA),NO_CUDA=1 given,nvcc not found in PATH or \$$CUDA_HOME/bin or /usr/local/cuda/bin (install the CUDA toolkit or set NVCC=))")
 	@$(if $(HAVE_CXX),echo "  ✓ cuda/cuda-emu (the same kernels on the CPU through cuda/cuda_emu.h: for tests, not timings)",echo "  ✗ cuda/cuda-emu skipped: $(CXX) cannot compile C++17 with <ucontext.h> (apt-get install g++)")
 	@$(if $(and $(HAVE_NVCC),$(HAVE_MPICXX)),echo "  ✓ cuda/cuda-mpi (data parallel over ranks, host-staged MPI_Allreduce)",echo "  ✗ cuda/cuda-mpi skipped: $(if $(NO_MPI),NO_MPI=1 given,$(if $(HAVE_NVCC),$(MPICXX) not found (apt-get install libopenmpi-dev),nvcc not found))")
 	@$(if $(and $(HAVE_CXX),$(HAVE_MPICXX)),echo "  ✓ cuda/cuda-mpi-emu (the MPI build on the CPU emulation)",echo "  ✗ cuda/cuda-mpi-emu skipped: $(if $(NO_MPI),NO_MPI=1 given,$(if $(HAVE_CXX),$(MPICXX) not found (apt-get install libopenmpi-dev),no C++17 compiler with <ucontext.h>))")
-	@$(if $(and $(HAVE_ZLIB),$(HAVE_MPI),$(HAVE_OMP)),echo "  ✓ cnn/cnn (seed report 003's CNN, MPI ranks x OpenMP threads: scripts/mpirun.sh [--bind-to-none] P cnn/cnn --threads T)",echo "  ✗ cnn/cnn skipped: $(if $(NO_MPI),NO_MPI=1 given,$(if $(NO_OMP),NO_OMP=1 given,$(if $(HAVE_ZLIB),$(if $(HAVE_MPI),$(CC) -fopenmp failed (apt-get install libgomp1),$(MPICC) not found (apt-get install openmpi-bin libopenmpi-dev)),zlib headers missing (apt-get install zlib1g-dev))))")
-	@$(if $(and $(HAVE_ZLIB),$(HAVE_MPI),$(HAVE_OMP)),echo "  ✓ hybrid/hybrid (MPI ranks x OpenMP threads, MPI_THREAD_FUNNELED; --sync allreduce|reduce-bcast: scripts/mpirun.sh --bind-to-none P hybrid/hybrid --threads T)",echo "  ✗ hybrid/hybrid skipped: $(if $(NO_MPI),NO_MPI=1 given,$(if $(NO_OMP),NO_OMP=1 given,$(if $(HAVE_ZLIB),$(if $(HAVE_MPI),$(CC) -fopenmp failed (apt-get install libgomp1),$(MPICC) not found (apt-get install openmpi-bin libopenmpi-dev)),zlib headers missing (apt-get install zlib1g-dev))))")
-	@for p in openmp/openmp mpi/mpi mpi/pipeline hybrid/hybrid cuda/cuda cnn/cnn; do \
-	  [ -f $$p.c ] || [ -f $$p.cu ] || echo "  ✗ $$p skipped: not implemented yet (no $$p.c)"; done
+	@$(if $(and $(HAVE_ZLIB),$(HAVE_MPI),$(HAVE_OMP)),echo "  ✓ cnn/cnn (--sync $$($(O)cnn/cnn --list-variants | cut -f1 | paste -sd"|"); seed report 003's CNN, MPI ranks x OpenMP threads: scripts/mpirun.sh [--bind-to-none] P cnn/cnn --threads T)",echo "  ✗ cnn/cnn skipped: $(if $(NO_MPI),NO_MPI=1 given,$(if $(NO_OMP),NO_OMP=1 given,$(if $(HAVE_ZLIB),$(if $(HAVE_MPI),$(CC) -fopenmp failed (apt-get install libgomp1),$(MPICC) not found (apt-get install openmpi-bin libopenmpi-dev)),zlib headers missing (apt-get install zlib1g-dev))))")
+	@$(if $(and $(HAVE_ZLIB),$(HAVE_MPI),$(HAVE_OMP)),echo "  ✓ hybrid/hybrid (MPI ranks x OpenMP threads, MPI_THREAD_FUNNELED; --sync $$($(O)hybrid/hybrid --list-variants | cut -f1 | paste -sd"|"): scripts/mpirun.sh --bind-to-none P hybrid/hybrid --threads T)",echo "  ✗ hybrid/hybrid skipped: $(if $(NO_MPI),NO_MPI=1 given,$(if $(NO_OMP),NO_OMP=1 given,$(if $(HAVE_ZLIB),$(if $(HAVE_MPI),$(CC) -fopenmp failed (apt-get install libgomp1),$(MPICC) not found (apt-get install openmpi-bin libopenmpi-dev)),zlib headers missing (apt-get install zlib1g-dev))))")
 	@echo "  toolchains: OpenMP $(if $(HAVE_OMP),✓,✗)  MPI ($(MPICC)) $(if $(HAVE_MPI),✓,✗)  nvcc $(if $(HAVE_NVCC),✓ $(NVCC),✗)"
 
-serial/serial: serial/serial.c $(COMMON_SRC) $(COMMON_HDR)
+$(O)serial/serial: serial/serial.c $(COMMON_SRC) $(COMMON_HDR)
+	@mkdir -p $(dir $@)
 	@$(if $(HAVE_ZLIB),true,echo "zlib headers missing: apt-get install zlib1g-dev" >&2; false)
-	$(CC) $(STD) $(CFLAGS) $(WARN) $(CPPFLAGS) $(SERIAL_DEFS) serial/serial.c $(COMMON_SRC) -o $@ $(SERIAL_LIBS) $(LDLIBS)
+	$(CC) $(STD) $(CFLAGS) $(ARCH) $(WARN) $(CPPFLAGS) $(SERIAL_DEFS) serial/serial.c $(COMMON_SRC) -o $@ $(SERIAL_LIBS) $(LDLIBS)
 
-serial: serial/serial
+serial: $(O)serial/serial
 
-openmp/openmp: openmp/openmp.c $(COMMON_SRC) $(COMMON_HDR)
+$(O)openmp/openmp: openmp/openmp.c $(COMMON_SRC) $(COMMON_HDR)
+	@mkdir -p $(dir $@)
 	@$(if $(HAVE_OMP),true,echo "OpenMP missing: $(CC) -fopenmp failed" >&2; false)
-	$(CC) $(STD) $(CFLAGS) $(WARN) -fopenmp $(CPPFLAGS) openmp/openmp.c $(COMMON_SRC) -o $@ $(LDLIBS)
+	$(CC) $(STD) $(CFLAGS) $(ARCH) $(WARN) -fopenmp $(CPPFLAGS) openmp/openmp.c $(COMMON_SRC) -o $@ $(LDLIBS)
 
-openmp: openmp/openmp
+openmp: $(O)openmp/openmp
 
 # MPI programs: $(MPICC) wraps $(CC) with OpenMPI's include and library flags
-mpi/mpi: mpi/mpi.c $(COMMON_SRC) $(COMMON_HDR)
+$(O)mpi/mpi: mpi/mpi.c $(COMMON_SRC) $(COMMON_HDR)
+	@mkdir -p $(dir $@)
 	@$(if $(HAVE_MPI),true,echo "MPI missing: $(MPICC) not found (apt-get install openmpi-bin libopenmpi-dev)" >&2; false)
-	$(MPICC) $(STD) $(CFLAGS) $(WARN) $(CPPFLAGS) mpi/mpi.c $(COMMON_SRC) -o $@ $(LDLIBS)
+	$(MPICC) $(STD) $(CFLAGS) $(ARCH) $(WARN) $(CPPFLAGS) mpi/mpi.c $(COMMON_SRC) -o $@ $(LDLIBS)
 
-mpi/pipeline: mpi/pipeline.c $(COMMON_SRC) $(COMMON_HDR)
+$(O)mpi/pipeline: mpi/pipeline.c $(COMMON_SRC) $(COMMON_HDR)
+	@mkdir -p $(dir $@)
 	@$(if $(HAVE_MPI),true,echo "MPI missing: $(MPICC) not found (apt-get install openmpi-bin libopenmpi-dev)" >&2; false)
-	$(MPICC) $(STD) $(CFLAGS) $(WARN) $(CPPFLAGS) mpi/pipeline.c $(COMMON_SRC) -o $@ $(LDLIBS)
+	$(MPICC) $(STD) $(CFLAGS) $(ARCH) $(WARN) $(CPPFLAGS) mpi/pipeline.c $(COMMON_SRC) -o $@ $(LDLIBS)
 
-mpi: mpi/mpi mpi/pipeline
+mpi: $(O)mpi/mpi $(O)mpi/pipeline
 
 # the CNN: MPI ranks x OpenMP threads, so $(MPICC) with -fopenmp
-cnn/cnn: cnn/cnn.c $(COMMON_SRC) $(COMMON_HDR)
+$(O)cnn/cnn: cnn/cnn.c $(COMMON_SRC) $(COMMON_HDR)
+	@mkdir -p $(dir $@)
 	@$(if $(and $(HAVE_MPI),$(HAVE_OMP)),true,echo "cnn/cnn needs $(MPICC) (apt-get install openmpi-bin libopenmpi-dev) and OpenMP" >&2; false)
-	$(MPICC) $(STD) $(CFLAGS) $(WARN) -fopenmp $(CPPFLAGS) cnn/cnn.c $(COMMON_SRC) -o $@ $(LDLIBS)
+	$(MPICC) $(STD) $(CFLAGS) $(ARCH) $(WARN) -fopenmp $(CPPFLAGS) cnn/cnn.c $(COMMON_SRC) -o $@ $(LDLIBS)
 
-cnn: cnn/cnn
+cnn: $(O)cnn/cnn
 
 # hybrid: MPI ranks x OpenMP threads (MPI_THREAD_FUNNELED), so $(MPICC) with -fopenmp
-hybrid/hybrid: hybrid/hybrid.c $(COMMON_SRC) $(COMMON_HDR)
+$(O)hybrid/hybrid: hybrid/hybrid.c $(COMMON_SRC) $(COMMON_HDR)
+	@mkdir -p $(dir $@)
 	@$(if $(and $(HAVE_MPI),$(HAVE_OMP)),true,echo "hybrid/hybrid needs $(MPICC) (apt-get install openmpi-bin libopenmpi-dev) and OpenMP" >&2; false)
-	$(MPICC) $(STD) $(CFLAGS) $(WARN) -fopenmp $(CPPFLAGS) hybrid/hybrid.c $(COMMON_SRC) -o $@ $(LDLIBS)
+	$(MPICC) $(STD) $(CFLAGS) $(ARCH) $(WARN) -fopenmp $(CPPFLAGS) hybrid/hybrid.c $(COMMON_SRC) -o $@ $(LDLIBS)
 
-hybrid: hybrid/hybrid
+hybrid: $(O)hybrid/hybrid
 
 # ---- CUDA -----------------------------------------------------------------------
 # cuda/cuda.cu is C-style CUDA; common/ is compiled as C by $(CC) and linked in.
@@ -123,113 +144,129 @@ hybrid: hybrid/hybrid
 # and the update, so the device does serial's float operations (see cuda/cuda.cu).
 # The emulation builds compile the same file as C++ with -ffp-contract=off for the same
 # reason; they are built even with NO_CUDA=1 (which only skips nvcc).
-CUDA_OBJ  = cuda/obj/idx.o cuda/obj/options.o cuda/obj/results.o
+CUDA_OBJ  = $(O)cuda/obj/idx.o $(O)cuda/obj/options.o $(O)cuda/obj/results.o
 CUDA_DEPS = cuda/cuda.cu $(CUDA_OBJ) $(COMMON_HDR)
-NVCCFLAGS = -std=c++17 -O3 -fmad=false $(CUDA_ARCH) -Xcompiler -O3,-march=native,-Wall,-Wextra
+NVCCFLAGS = -std=c++17 -O3 -fmad=false $(CUDA_ARCH) -Xcompiler -O3,$(ARCH),-Wall,-Wextra
 NVCCLIBS  = -lcublas -Xlinker -rpath,$(abspath $(dir $(NVCC))../lib64) $(LDLIBS)
-EMUFLAGS  = -std=c++17 -O2 -march=native -ffp-contract=off $(WARN)
+EMUFLAGS  = -std=c++17 -O2 $(ARCH) -ffp-contract=off $(WARN)
 
-cuda/obj/%.o: common/%.c $(COMMON_HDR)
-	@mkdir -p cuda/obj
-	$(CC) $(STD) $(CFLAGS) $(WARN) $(CPPFLAGS) -c $< -o $@
+$(O)cuda/obj/%.o: common/%.c $(COMMON_HDR)
+	@mkdir -p $(dir $@)
+	$(CC) $(STD) $(CFLAGS) $(ARCH) $(WARN) $(CPPFLAGS) -c $< -o $@
 
-cuda/cuda: $(CUDA_DEPS)
+$(O)cuda/cuda: $(CUDA_DEPS)
+	@mkdir -p $(dir $@)
 	@$(if $(HAVE_NVCC),true,echo "nvcc not found: install the CUDA toolkit or set NVCC=/path/to/nvcc" >&2; false)
 	$(NVCC) $(NVCCFLAGS) $(CPPFLAGS) cuda/cuda.cu $(CUDA_OBJ) -o $@ $(NVCCLIBS)
 
-cuda/cuda-mpi: $(CUDA_DEPS)
+$(O)cuda/cuda-mpi: $(CUDA_DEPS)
+	@mkdir -p $(dir $@)
 	@$(if $(and $(HAVE_NVCC),$(HAVE_MPICXX)),true,echo "cuda-mpi needs nvcc and $(MPICXX)" >&2; false)
 	$(NVCC) -ccbin $(MPICXX) $(NVCCFLAGS) -DUSE_MPI $(CPPFLAGS) cuda/cuda.cu $(CUDA_OBJ) -o $@ $(NVCCLIBS)
 
-cuda/cuda-emu: $(CUDA_DEPS) cuda/cuda_emu.h
+$(O)cuda/cuda-emu: $(CUDA_DEPS) cuda/cuda_emu.h
+	@mkdir -p $(dir $@)
 	@$(if $(HAVE_CXX),true,echo "$(CXX) cannot compile C++17 with <ucontext.h>" >&2; false)
 	$(CXX) $(EMUFLAGS) $(CPPFLAGS) -x c++ cuda/cuda.cu -x none $(CUDA_OBJ) -o $@ $(LDLIBS)
 
-cuda/cuda-mpi-emu: $(CUDA_DEPS) cuda/cuda_emu.h
+$(O)cuda/cuda-mpi-emu: $(CUDA_DEPS) cuda/cuda_emu.h
+	@mkdir -p $(dir $@)
 	@$(if $(and $(HAVE_CXX),$(HAVE_MPICXX)),true,echo "cuda-mpi-emu needs $(MPICXX)" >&2; false)
 	$(MPICXX) $(EMUFLAGS) -DUSE_MPI $(CPPFLAGS) -x c++ cuda/cuda.cu -x none $(CUDA_OBJ) -o $@ $(LDLIBS)
 
-cuda: cuda/cuda
-cuda-emu: cuda/cuda-emu
-cuda-mpi: $(if $(HAVE_NVCC),cuda/cuda-mpi) cuda/cuda-mpi-emu
+cuda: $(O)cuda/cuda
+cuda-emu: $(O)cuda/cuda-emu
+cuda-mpi: $(if $(HAVE_NVCC),$(O)cuda/cuda-mpi) $(O)cuda/cuda-mpi-emu
 
 # ---- tests ------------------------------------------------------------------
 # Test binaries are built with AddressSanitizer + UndefinedBehaviorSanitizer.
 SAN = -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
-TEST_BINS = tests/bin/test_serial tests/bin/test_loader tests/bin/test_results tests/bin/serial-asan
-TEST_BINS += $(if $(HAVE_CXX),tests/bin/test_cuda tests/bin/cuda-emu-asan tests/bin/cuda-emu-bug)
-TEST_BINS += $(if $(HAVE_OMP),tests/bin/openmp-asan)
-TEST_BINS += $(if $(HAVE_MPI),tests/bin/mpi-asan tests/bin/pipeline-asan)
-TEST_BINS += $(if $(and $(HAVE_MPI),$(HAVE_OMP)),tests/bin/test_cnn tests/bin/cnn-asan)
-TEST_BINS += $(if $(and $(HAVE_MPI),$(HAVE_OMP)),tests/bin/hybrid-asan)
+TEST_BINS = $(O)tests/bin/test_gemm $(O)tests/bin/test_serial $(O)tests/bin/test_loader $(O)tests/bin/test_results $(O)tests/bin/serial-asan
+TEST_BINS += $(if $(HAVE_CXX),$(O)tests/bin/test_cuda $(O)tests/bin/cuda-emu-asan $(O)tests/bin/cuda-emu-bug)
+TEST_BINS += $(if $(HAVE_OMP),$(O)tests/bin/openmp-asan)
+TEST_BINS += $(if $(HAVE_MPI),$(O)tests/bin/mpi-asan $(O)tests/bin/pipeline-asan)
+TEST_BINS += $(if $(and $(HAVE_MPI),$(HAVE_OMP)),$(O)tests/bin/test_cnn $(O)tests/bin/cnn-asan)
+TEST_BINS += $(if $(and $(HAVE_MPI),$(HAVE_OMP)),$(O)tests/bin/hybrid-asan)
 
-tests/bin/test_serial: tests/test_serial.c serial/serial.c $(COMMON_SRC) $(COMMON_HDR) tests/check.h
-	@mkdir -p tests/bin
-	$(CC) $(STD) $(SAN) -march=native $(WARN) $(CPPFLAGS) tests/test_serial.c $(COMMON_SRC) -o $@ $(LDLIBS)
+$(O)tests/bin/test_serial: tests/test_serial.c serial/serial.c $(COMMON_SRC) $(COMMON_HDR) tests/check.h
+	@mkdir -p $(dir $@)
+	$(CC) $(STD) $(SAN) $(ARCH) $(WARN) $(CPPFLAGS) tests/test_serial.c $(COMMON_SRC) -o $@ $(LDLIBS)
 
-tests/bin/test_loader: tests/test_loader.c $(COMMON_SRC) $(COMMON_HDR) tests/check.h
-	@mkdir -p tests/bin
+$(O)tests/bin/test_loader: tests/test_loader.c $(COMMON_SRC) $(COMMON_HDR) tests/check.h
+	@mkdir -p $(dir $@)
 	$(CC) $(STD) $(SAN) $(WARN) $(CPPFLAGS) tests/test_loader.c common/idx.c -o $@ $(LDLIBS)
 
-tests/bin/test_results: tests/test_results.c common/results.c $(COMMON_HDR) tests/check.h
-	@mkdir -p tests/bin
-	$(CC) $(STD) $(SAN) $(WARN) $(CPPFLAGS) tests/test_results.c common/results.c -o $@ $(LDLIBS)
+$(O)tests/bin/test_results: tests/test_results.c common/results.c $(COMMON_HDR) tests/check.h
+	@mkdir -p $(dir $@)
+	$(CC) $(STD) $(SAN) $(WARN) $(CPPFLAGS) tests/test_results.c common/results.c common/options.c -o $@ $(LDLIBS)
 
-tests/bin/serial-asan: serial/serial.c $(COMMON_SRC) $(COMMON_HDR)
-	@mkdir -p tests/bin
-	$(CC) $(STD) $(SAN) -march=native $(WARN) $(CPPFLAGS) serial/serial.c $(COMMON_SRC) -o $@ $(LDLIBS)
+$(O)tests/bin/serial-asan: serial/serial.c $(COMMON_SRC) $(COMMON_HDR)
+	@mkdir -p $(dir $@)
+	$(CC) $(STD) $(SAN) $(ARCH) $(WARN) $(CPPFLAGS) serial/serial.c $(COMMON_SRC) -o $@ $(LDLIBS)
 
-tests/bin/openmp-asan: openmp/openmp.c $(COMMON_SRC) $(COMMON_HDR)
-	@mkdir -p tests/bin
-	$(CC) $(STD) $(SAN) -march=native $(WARN) -fopenmp $(CPPFLAGS) openmp/openmp.c $(COMMON_SRC) -o $@ $(LDLIBS)
+$(O)tests/bin/openmp-asan: openmp/openmp.c $(COMMON_SRC) $(COMMON_HDR)
+	@mkdir -p $(dir $@)
+	$(CC) $(STD) $(SAN) $(ARCH) $(WARN) -fopenmp $(CPPFLAGS) openmp/openmp.c $(COMMON_SRC) -o $@ $(LDLIBS)
 
 # MPI sanitizer builds: tests/test_mpi.sh runs them with ASAN_OPTIONS=detect_leaks=0
 # (OpenMPI's own allocations still held at exit would be reported as leaks)
-tests/bin/mpi-asan: mpi/mpi.c $(COMMON_SRC) $(COMMON_HDR)
-	@mkdir -p tests/bin
-	$(MPICC) $(STD) $(SAN) -march=native $(WARN) $(CPPFLAGS) mpi/mpi.c $(COMMON_SRC) -o $@ $(LDLIBS)
+$(O)tests/bin/mpi-asan: mpi/mpi.c $(COMMON_SRC) $(COMMON_HDR)
+	@mkdir -p $(dir $@)
+	$(MPICC) $(STD) $(SAN) $(ARCH) $(WARN) $(CPPFLAGS) mpi/mpi.c $(COMMON_SRC) -o $@ $(LDLIBS)
 
-tests/bin/pipeline-asan: mpi/pipeline.c $(COMMON_SRC) $(COMMON_HDR)
-	@mkdir -p tests/bin
-	$(MPICC) $(STD) $(SAN) -march=native $(WARN) $(CPPFLAGS) mpi/pipeline.c $(COMMON_SRC) -o $@ $(LDLIBS)
+$(O)tests/bin/pipeline-asan: mpi/pipeline.c $(COMMON_SRC) $(COMMON_HDR)
+	@mkdir -p $(dir $@)
+	$(MPICC) $(STD) $(SAN) $(ARCH) $(WARN) $(CPPFLAGS) mpi/pipeline.c $(COMMON_SRC) -o $@ $(LDLIBS)
 
 # the CNN's unit tests (cnn.c #included with TESTING) and its sanitizer build; both set
 # detect_leaks=0 themselves or in tests/test_cnn.sh (OpenMPI's allocations at exit)
-tests/bin/test_cnn: tests/test_cnn.c cnn/cnn.c $(COMMON_SRC) $(COMMON_HDR) tests/check.h
-	@mkdir -p tests/bin
-	$(MPICC) $(STD) $(SAN) -march=native $(WARN) -fopenmp $(CPPFLAGS) tests/test_cnn.c $(COMMON_SRC) -o $@ $(LDLIBS)
+$(O)tests/bin/test_cnn: tests/test_cnn.c cnn/cnn.c $(COMMON_SRC) $(COMMON_HDR) tests/check.h
+	@mkdir -p $(dir $@)
+	$(MPICC) $(STD) $(SAN) $(ARCH) $(WARN) -fopenmp $(CPPFLAGS) tests/test_cnn.c $(COMMON_SRC) -o $@ $(LDLIBS)
 
-tests/bin/cnn-asan: cnn/cnn.c $(COMMON_SRC) $(COMMON_HDR)
-	@mkdir -p tests/bin
-	$(MPICC) $(STD) $(SAN) -march=native $(WARN) -fopenmp $(CPPFLAGS) cnn/cnn.c $(COMMON_SRC) -o $@ $(LDLIBS)
+$(O)tests/bin/cnn-asan: cnn/cnn.c $(COMMON_SRC) $(COMMON_HDR)
+	@mkdir -p $(dir $@)
+	$(MPICC) $(STD) $(SAN) $(ARCH) $(WARN) -fopenmp $(CPPFLAGS) cnn/cnn.c $(COMMON_SRC) -o $@ $(LDLIBS)
 
 # tests/test_hybrid.sh runs it with ASAN_OPTIONS=detect_leaks=0 (OpenMPI's allocations at exit)
-tests/bin/hybrid-asan: hybrid/hybrid.c $(COMMON_SRC) $(COMMON_HDR)
-	@mkdir -p tests/bin
-	$(MPICC) $(STD) $(SAN) -march=native $(WARN) -fopenmp $(CPPFLAGS) hybrid/hybrid.c $(COMMON_SRC) -o $@ $(LDLIBS)
+$(O)tests/bin/hybrid-asan: hybrid/hybrid.c $(COMMON_SRC) $(COMMON_HDR)
+	@mkdir -p $(dir $@)
+	$(MPICC) $(STD) $(SAN) $(ARCH) $(WARN) -fopenmp $(CPPFLAGS) hybrid/hybrid.c $(COMMON_SRC) -o $@ $(LDLIBS)
 
 # CUDA emulation test builds: the kernel unit test and the trainer with ASan + UBSan
 # (fiber stack switches are announced to ASan by cuda_emu.h), and the trainer without
 # the tiled kernel's second __syncthreads(), which tests/test_cuda.sh must see fail.
-CUDA_SAN_OBJ = tests/bin/cuda-san/idx.o tests/bin/cuda-san/options.o tests/bin/cuda-san/results.o
-tests/bin/cuda-san/%.o: common/%.c $(COMMON_HDR)
-	@mkdir -p tests/bin/cuda-san
+CUDA_SAN_OBJ = $(O)tests/bin/cuda-san/idx.o $(O)tests/bin/cuda-san/options.o $(O)tests/bin/cuda-san/results.o
+$(O)tests/bin/cuda-san/%.o: common/%.c $(COMMON_HDR)
+	@mkdir -p $(dir $@)
 	$(CC) $(STD) $(SAN) $(WARN) $(CPPFLAGS) -c $< -o $@
 
-tests/bin/test_cuda: tests/test_cuda.cpp cuda/cuda.cu cuda/cuda_emu.h tests/check.h $(CUDA_SAN_OBJ)
-	$(CXX) -std=c++17 $(SAN) -march=native -ffp-contract=off $(WARN) $(CPPFLAGS) tests/test_cuda.cpp -x none $(CUDA_SAN_OBJ) -o $@ $(LDLIBS)
+$(O)tests/bin/test_cuda: tests/test_cuda.cpp cuda/cuda.cu cuda/cuda_emu.h tests/check.h $(CUDA_SAN_OBJ)
+	$(CXX) -std=c++17 $(SAN) $(ARCH) -ffp-contract=off $(WARN) $(CPPFLAGS) tests/test_cuda.cpp -x none $(CUDA_SAN_OBJ) -o $@ $(LDLIBS)
 
-tests/bin/cuda-emu-asan: cuda/cuda.cu cuda/cuda_emu.h $(CUDA_SAN_OBJ)
-	$(CXX) -std=c++17 $(SAN) -march=native -ffp-contract=off $(WARN) $(CPPFLAGS) -x c++ cuda/cuda.cu -x none $(CUDA_SAN_OBJ) -o $@ $(LDLIBS)
+$(O)tests/bin/cuda-emu-asan: cuda/cuda.cu cuda/cuda_emu.h $(CUDA_SAN_OBJ)
+	$(CXX) -std=c++17 $(SAN) $(ARCH) -ffp-contract=off $(WARN) $(CPPFLAGS) -x c++ cuda/cuda.cu -x none $(CUDA_SAN_OBJ) -o $@ $(LDLIBS)
 
-tests/bin/cuda-emu-bug: $(CUDA_DEPS) cuda/cuda_emu.h
-	@mkdir -p tests/bin
+$(O)tests/bin/cuda-emu-bug: $(CUDA_DEPS) cuda/cuda_emu.h
+	@mkdir -p $(dir $@)
 	$(CXX) $(EMUFLAGS) -DBUG_DROP_SECOND_SYNC $(CPPFLAGS) -x c++ cuda/cuda.cu -x none $(CUDA_OBJ) -o $@ $(LDLIBS)
 
+# the kernel's unit test, -O3 like the trainers (the vectorized portable loops are what
+# must give the AVX-512 path's bits), with the sanitizers
+$(O)tests/bin/test_gemm: tests/test_gemm.c common/gemm.h common/prng.h common/options.h tests/check.h
+	@mkdir -p $(dir $@)
+	$(CC) $(STD) -O3 -g -fsanitize=address,undefined -fno-sanitize-recover=all $(ARCH) $(WARN) $(CPPFLAGS) tests/test_gemm.c -o $@ -lm
+
+# make test: everything (tests/test_portable.sh builds and checks the portable build too);
+# make test PORTABLE=1: only the portable build's kernel test and one golden run per trainer
 test:
 	@scripts/setup.sh test
+ifdef PORTABLE
+	@tests/run.sh tests/test_portable.sh
+else
 	@$(MAKE) --no-print-directory all $(TEST_BINS)
 	@tests/run.sh
+endif
 
 data:
 	@scripts/get-data.sh
@@ -250,6 +287,6 @@ report-md:
 
 clean:
 	rm -f $(PROGRAMS) serial/serial-blas
-	rm -rf tests/bin
+	rm -rf tests/bin build
 	rm -f cuda/cuda-emu cuda/cuda-mpi cuda/cuda-mpi-emu
 	rm -rf cuda/obj

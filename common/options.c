@@ -20,6 +20,27 @@ void options_die(const char *prog, const char *fmt, ...) {
     exit(2);
 }
 
+int variant_parse(const char *prog, const char *flag, const char *value, const variant *t, int n) {
+    for (int k = 0; k < n; k++)
+        if (!strcmp(value, t[k].value)) return k;
+    char names[256] = "";
+    for (int k = 0; k < n; k++) {
+        size_t len = strlen(names);
+        snprintf(names + len, sizeof names - len, "%s%s", k ? ", " : "", t[k].value);
+    }
+    options_die(prog, "%s: unknown mode '%s' (%s)", flag, value, names);
+}
+
+void variant_usage(const variant *t, int n) {
+    int width = 0;
+    for (int k = 0; k < n; k++) if ((int)strlen(t[k].value) > width) width = (int)strlen(t[k].value);
+    for (int k = 0; k < n; k++) printf("                        %-*s  %s\n", width, t[k].value, t[k].help);
+}
+
+void variant_list(const char *flag, const variant *t, int n) {
+    for (int k = 0; k < n; k++) printf("%s\t%s %s\t%s\n", t[k].name, flag, t[k].value, t[k].help);
+}
+
 void options_defaults(train_options *o) {
     memset(o, 0, sizeof *o);
     o->data_dir = "data/fashion";
@@ -127,6 +148,7 @@ void options_usage_common(void) {
         "  --csv FILE|none       append one result row to FILE [results/runs.csv]\n"
         "  --predict K           show K test images as ASCII art with predictions [0]\n"
         "  --quiet               no per-epoch progress lines\n"
+        "  --list-variants       print this program's variants (CSV name, flags, description)\n"
         "  --help                this text\n");
 }
 

@@ -16,7 +16,7 @@
 enum activation { ACT_RELU = 0, ACT_SIGMOID = 1, ACT_LEAKY_RELU = 2 };
 #define LEAKY_RELU_SLOPE 0.01f
 
-typedef struct {
+typedef struct train_options_s {
     const char *data_dir;      /* --data DIR (data/fashion) */
     long train_n, test_n;      /* --train N --test N (0: all) */
     int image_size;            /* --image-size S (0: the files' own size) */
@@ -47,6 +47,29 @@ const char *options_value(const char *prog, int argc, char **argv, int *i); /* v
 
 void options_usage_common(void);
 void options_die(const char *prog, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
+
+/* One table of variants per program (its --accum, --sync, --kernel or --gemm modes), declared
+ * as an X-macro list X(ID, "csv-name", "flag value", "one line of help") so that the enum,
+ * the parser, --help and --list-variants all come from the one list:
+ *   #define SYNC_MODES(X) X(SYNC_ALLREDUCE, "allreduce", "allreduce", "MPI_Allreduce ...") ...
+ *   enum sync_kind { SYNC_MODES(VARIANT_ENUM) N_SYNC };
+ *   static const variant SYNC[] = { SYNC_MODES(VARIANT_ROW) };
+ * The name is what the CSV's variant column says; scripts read the lists from the
+ * programs (`PROGRAM --list-variants`), never from copies of their own. */
+typedef struct {
+    const char *name;          /* CSV variant column */
+    const char *value;         /* the flag's value that selects it */
+    const char *help;
+} variant;
+#define VARIANT_ENUM(id, name, value, help) id,
+#define VARIANT_ROW(id, name, value, help) { name, value, help },
+
+/* index of value in the table; else "<prog>: <flag>: unknown mode 'x' (a, b, c)", exit 2 */
+int variant_parse(const char *prog, const char *flag, const char *value, const variant *t, int n);
+/* --help lines: "  value  help" under a flag's description */
+void variant_usage(const variant *t, int n);
+/* --list-variants: "name<TAB>flag value<TAB>help" per variant */
+void variant_list(const char *flag, const variant *t, int n);
 
 const char *options_activation_name(int activation);
 /* "256x128" into buf */

@@ -3,6 +3,7 @@
  */
 #define _GNU_SOURCE
 #include "results.h"
+#include "options.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -159,4 +160,60 @@ out:
     free(b.p);
     close(fd);   /* releases the lock */
     return rc;
+}
+
+double results_epoch_median(const double *v, int epochs) {
+    return epochs > 1 ? results_median(v + 1, epochs - 1) : v[0];
+}
+
+void results_fill(result_row *r, const char *program, const char *variant, int ranks, int threads,
+                  const train_options *o, int image_size, long train_n, long test_n,
+                  double flops_per_sample, double total_seconds,
+                  const double *loss_curve, const double *acc_curve, const double *epoch_seconds) {
+    memset(r, 0, sizeof *r);
+    const char *wait = getenv("OMP_WAIT_POLICY");
+    double median = results_epoch_median(epoch_seconds, o->epochs);
+    r->program = program;
+    r->variant = variant;
+    r->ranks = ranks;
+    r->threads = threads;
+    r->omp_wait_policy = wait ? wait : "";
+    r->dataset = options_dataset_name(o, r->dataset_text, (int)sizeof r->dataset_text);
+    r->image_size = image_size;
+    r->train_n = train_n;
+    r->test_n = test_n;
+    r->hidden = options_hidden_string(o, r->hidden_text, (int)sizeof r->hidden_text);
+    r->activation = options_activation_name(o->activation);
+    r->batch = o->batch;
+    r->epochs = o->epochs;
+    r->lr = o->lr;
+    r->seed = o->seed;
+    r->epoch_seconds_median = median;
+    r->total_seconds = total_seconds;
+    r->samples_per_second = (double)train_n / median;
+    r->gflops = flops_per_sample * (double)train_n / median / 1e9;
+    r->final_train_loss = loss_curve[o->epochs - 1];
+    r->test_accuracy = acc_curve[o->epochs - 1];
+    r->train_loss_curve = loss_curve;
+    r->test_acc_curve = acc_curve;
+    r->epoch_seconds = epoch_seconds;
+    r->n_curve = o->epochs;
+}
+
+int results_finish(const result_row *r, const char *csv, const char *who_text, const char *extra, char *err,
+                   size_t errlen) {
+    if (results_append(csv, r, err, errlen)) return -1;
+    char who[64];
+    if (who_text) snprintf(who, sizeof who, "%s", who_text);
+    else if (r->ranks > 1 && r->threads > 1) snprintf(who, sizeof who, "%d ranks x %d threads", r->ranks, r->threads);
+    else if (r->ranks > 1) snprintf(who, sizeof who, "%d ranks", r->ranks);
+    else if (r->threads > 1) snprintf(who, sizeof who, "%d threads", r->threads);
+    else snprintf(who, sizeof who, "1 core");
+    printf("%s: %s | %s | %d epochs | epoch median %.3f s | %.1fk samples/s | %.1f GFLOP/s | loss %.4f | "
+           "test acc %.2f%%%s%s | csv %s\n",
+           r->program, r->variant, who, r->epochs, r->epoch_seconds_median, r->samples_per_second / 1e3, r->gflops,
+           r->final_train_loss, r->test_accuracy, extra && *extra ? " | " : "", extra ? extra : "",
+           csv && *csv && strcmp(csv, "none") ? csv : "(none)");
+    fflush(stdout);
+    return 0;
 }

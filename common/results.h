@@ -51,7 +51,31 @@ typedef struct {
     double test_accuracy;         /* percent, after the last epoch */
     const double *train_loss_curve, *test_acc_curve, *epoch_seconds; /* n_epochs each */
     int n_curve;
+    char hidden_text[128], dataset_text[256];   /* storage behind hidden and dataset (results_fill) */
 } result_row;
+
+struct train_options_s;
+/* The columns every trainer computes alike, from its options and its per-epoch curves:
+ * the configuration, the epoch median (epochs 2..E, epoch 1 if E == 1), samples/s,
+ * GFLOP/s (flops_per_sample x train_n per epoch), the final loss and accuracy, and
+ * OMP_WAIT_POLICY as run. comm_seconds and sync_seconds stay 0: the trainer's to set.
+ * Keeps pointers to the curves (they must outlive the row). */
+void results_fill(result_row *r, const char *program, const char *variant, int ranks, int threads,
+                  const struct train_options_s *o, int image_size, long train_n, long test_n,
+                  double flops_per_sample, double total_seconds,
+                  const double *loss_curve, const double *acc_curve, const double *epoch_seconds);
+
+/* The median of v[0..E-1] over epochs 2..E (epoch 1 alone when E == 1): every
+ * per-epoch column (epoch, comm and sync seconds) is reported this way. */
+double results_epoch_median(const double *v, int epochs);
+
+/* The end of a run: appends the row to csv and prints the one summary line
+ *   PROGRAM: variant | who | E epochs | epoch median S s | Nk samples/s | G GFLOP/s |
+ *   loss L | test acc A% [| extra] | csv FILE
+ * (who: NULL for "1 core", "T threads", "P ranks" or "P ranks x T threads" from the
+ * row; extra: the trainer's own figures, or NULL). 0 on success; -1 with a one-line
+ * message in err (nothing was written, no summary printed). */
+int results_finish(const result_row *r, const char *csv, const char *who, const char *extra, char *err, size_t errlen);
 
 /* 0 on success; -1 with a one-line message in err. path "none" or "" writes nothing. */
 int results_append(const char *path, const result_row *r, char *err, size_t errlen);

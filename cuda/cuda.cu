@@ -63,6 +63,7 @@
 /* common/ is C: its headers declare C functions (compiled by cc, linked as C) */
 extern "C" {
 #include "idx.h"
+#include "mlp.h"
 #include "options.h"
 #include "prng.h"
 #include "results.h"
@@ -143,7 +144,29 @@ static unsigned blocks_for(long n, int per_block) { return (unsigned)((n + per_b
 // options: the common flags (common/options.h) plus this trainer's own
 
 enum kernel_kind { KERNEL_NAIVE = 0, KERNEL_TILED = 1, KERNEL_CUBLAS = 2 };
-static const char *const KERNEL_NAMES[] = { "naive", "tiled", "cublas" };
+/* the variants, each kernel with its tile: X(CSV name, kernel, --kernel value, tile, help).
+ * --kernel takes the value, --tile the side; the CSV name says both (tiled16). */
+#define CUDA_VARIANTS(X) \
+    X("naive",   KERNEL_NAIVE,  "naive",  0,  "one thread per element, global memory") \
+    X("tiled16", KERNEL_TILED,  "tiled",  16, "shared-memory tiles, 16x16 threads per block") \
+    X("tiled32", KERNEL_TILED,  "tiled",  32, "shared-memory tiles, 32x32 threads per block") \
+    X("cublas",  KERNEL_CUBLAS, "cublas", 0,  "cuBLAS sgemm (not in the CPU emulation build)")
+struct cuda_variant { const char *name; int kernel; const char *value; int tile; const char *help; };
+#define CUDA_VARIANT_ROW(name, kernel, value, tile, help) { name, kernel, value, tile, help },
+static const struct cuda_variant CUDA_VARIANT[] = { CUDA_VARIANTS(CUDA_VARIANT_ROW) };
+enum { N_CUDA_VARIANT = sizeof CUDA_VARIANT / sizeof CUDA_VARIANT[0] };
+
+/* --list-variants: the ones this build runs */
+static void list_variants(void) {
+    for (int k = 0; k < N_CUDA_VARIANT; k++) {
+        const struct cuda_variant *v = &CUDA_VARIANT[k];
+#ifdef CUDA_EMU
+        if (v->kernel == KERNEL_CUBLAS) continue;
+#endif
+        if (v->tile) printf("%s\t--kernel %s --tile %d\t%s\n", v->name, v->value, v->tile, v->help);
+        else printf("%s\t--kernel %s\t%s\n", v->name, v->value, v->help);
+    }
+}
 
 typedef struct {
     train_options common;
@@ -192,11 +215,12 @@ static void parse_options(cuda_options *o, int argc, char **argv) {
 #endif
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { if (rank == 0) usage(); exit(0); }
+        if (!strcmp(argv[i], "--list-variants")) { if (rank == 0) list_variants(); exit(0); }
         if (!strcmp(argv[i], "--kernel")) {
             const char *v = options_value(PROGRAM, argc, argv, &i);
-            int k = 0;
-            while (k < 3 && strcmp(v, KERNEL_NAMES[k])) k++;
-            if (k == 3) options_die(PROGRAM, "--kernel: unknown kernel '%s' (naive, tiled, cublas)", v);
+            int k = -1;
+            for (int n = 0; n < N_CUDA_VARIANT && k < 0; n++) if (!strcmp(v, CUDA_VARIANT[n].value)) k = CUDA_VARIANT[n].kernel;
+            if (k < 0) options_die(PROGRAM, "--kernel: unknown kernel '%s' (naive, tiled, cublas)", v);
 #ifdef CUDA_EMU
             if (k == KERNEL_CUBLAS)
                 options_die(PROGRAM, "--kernel cublas: the CPU emulation build has no cuBLAS (use naive or tiled here, "
@@ -482,17 +506,6 @@ static void mlp_free(mlp *m) {
     free(m->host_params);
 }
 
-/* model FLOP per training sample: forward 2*in*out per layer, weight gradients the
- * same, input gradients for every layer but the first (elementwise work not counted) */
-static double mlp_flops_per_sample(const mlp *m) {
-    double f = 0;
-    for (int l = 1; l <= m->n_layers; l++) {
-        double io = (double)m->size[l - 1] * m->size[l];
-        f += 4 * io + (l > 1 ? 2 * io : 0);
-    }
-    return f;
-}
-
 // ----------------------------------------------------------------------------
 // forward
 
@@ -716,22 +729,6 @@ static long evaluate(mlp *m, const device_data *g, const dataset *h, unsigned ch
     return correct;
 }
 
-static void print_predictions(const dataset *d, const unsigned char *pred, int k) {
-    static const char shades[] = " .:-=+*#%@";
-    int step = d->side > 28 ? d->side / 28 : 1;
-    for (int s = 0; s < k && s < d->n; s++) {
-        printf("test image %d: predicted %d, true %d%s\n", s, pred[s], d->y[s], pred[s] == d->y[s] ? "" : "  <-- wrong");
-        for (int r = 0; r < d->side; r += step) {
-            for (int c = 0; c < d->side; c += step) {
-                float v = d->x[(size_t)s * d->features + (size_t)r * d->side + c];
-                int q = (int)(v * 9.999f);
-                putchar(shades[q < 0 ? 0 : q > 9 ? 9 : q]);
-            }
-            putchar('\n');
-        }
-    }
-}
-
 #ifdef USE_MPI
 /* FNV-1a of the parameter bytes: equal on every rank iff the replicas are identical */
 static uint64_t params_hash(const mlp *m) {
@@ -853,12 +850,10 @@ int main(int argc, char **argv) {
         CUBLAS(cublasSetMathMode(cublas, CUBLAS_DEFAULT_MATH));   /* FP32 products, no TF32 tensor cores */
     }
 #endif
-    char hidden[128], dname[256], variant[64];
-    options_hidden_string(o, hidden, sizeof hidden);
-    options_dataset_name(o, dname, sizeof dname);
-    if (kernel_kind == KERNEL_TILED) snprintf(variant, sizeof variant, "tiled%d", tile_side);
-    else snprintf(variant, sizeof variant, "%s", KERNEL_NAMES[kernel_kind]);
-    double flops_epoch = mlp_flops_per_sample(&m) * (double)train_n;
+    char variant[64] = "";
+    for (int k = 0; k < N_CUDA_VARIANT; k++)
+        if (CUDA_VARIANT[k].kernel == kernel_kind && (!CUDA_VARIANT[k].tile || CUDA_VARIANT[k].tile == tile_side))
+            snprintf(variant, sizeof variant, "%s", CUDA_VARIANT[k].name);
     if (rank == 0) {
         printf(PROGRAM ": %s MLP %d", options_activation_name(o->activation), m.size[0]);
         for (int l = 1; l <= m.n_layers; l++) printf("-%d", m.size[l]);
@@ -952,31 +947,24 @@ int main(int argc, char **argv) {
     /* results: rank 0 alone */
     int status = 0;
     if (rank == 0) {
-        double median = o->epochs > 1 ? results_median(epoch_sec + 1, o->epochs - 1) : epoch_sec[0];
-        double comm_median = o->epochs > 1 ? results_median(comm_sec + 1, o->epochs - 1) : comm_sec[0];
-        result_row row = {};
-        row.program = PROGRAM; row.variant = variant; row.ranks = nranks; row.threads = 1;
-        row.omp_wait_policy = getenv("OMP_WAIT_POLICY") ? getenv("OMP_WAIT_POLICY") : "";
-        row.dataset = dname; row.image_size = train.side; row.train_n = train_n; row.test_n = test_n;
-        row.hidden = hidden; row.activation = options_activation_name(o->activation); row.batch = o->batch;
-        row.epochs = o->epochs; row.lr = o->lr; row.seed = o->seed; row.epoch_seconds_median = median;
-        row.total_seconds = total; row.comm_seconds = comm_median; row.sync_seconds = 0.0;
-        row.samples_per_second = (double)train_n / median; row.gflops = flops_epoch / median / 1e9;
-        row.final_train_loss = loss_curve[o->epochs - 1]; row.test_accuracy = acc_curve[o->epochs - 1];
-        row.train_loss_curve = loss_curve; row.test_acc_curve = acc_curve; row.epoch_seconds = epoch_sec;
-        row.n_curve = o->epochs;
+        double comm_median = results_epoch_median(comm_sec, o->epochs);
+        result_row row;
+        results_fill(&row, PROGRAM, variant, nranks, 1, o, train.side, train_n, test_n, dense_flops_per_sample(m.size, m.n_layers),
+                     total, loss_curve, acc_curve, epoch_sec);
+        row.comm_seconds = comm_median;
         if (o->predict) print_predictions(&test, pred, o->predict);   /* rank 0's shard starts at test image 0 */
-        if (results_append(o->csv, &row, err, sizeof err)) {
+        char who[64], extra[320];
+        if (nranks > 1) {
+            snprintf(who, sizeof who, "%d ranks, one device each", nranks);
+            snprintf(extra, sizeof extra, "comm %.3f s (%.0f%%) | replicas identical", comm_median,
+                     100.0 * comm_median / row.epoch_seconds_median);
+        } else {
+            snprintf(who, sizeof who, "1 device");
+            snprintf(extra, sizeof extra, "%s", prop.name);
+        }
+        if (results_finish(&row, o->csv, who, extra, err, sizeof err)) {
             fprintf(stderr, PROGRAM ": %s\n", err);
             status = 1;
-        } else {
-            printf(PROGRAM ": %s | ", variant);
-            if (nranks > 1) printf("%d ranks | ", nranks);
-            printf("%d epochs | epoch median %.3f s | ", o->epochs, median);
-            if (nranks > 1) printf("comm %.3f s (%.0f%%) | ", comm_median, 100.0 * comm_median / median);
-            printf("%.1fk samples/s | %.1f GFLOP/s | loss %.4f | test acc %.2f%% | %s | csv %s\n",
-                   row.samples_per_second / 1e3, row.gflops, row.final_train_loss, row.test_accuracy,
-                   nranks > 1 ? "replicas identical" : prop.name, strcmp(o->csv, "none") ? o->csv : "(none)");
         }
     }
 

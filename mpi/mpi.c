@@ -48,27 +48,31 @@
 
 #include <mpi.h>
 
+#include "gemm.h"
 #include "idx.h"
+#include "mlp.h"
 #include "options.h"
 #include "prng.h"
 #include "results.h"
 #include "timer.h"
 
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#endif
 
 #define PROGRAM "mpi"
+#include "mpi_util.h"   /* rank, nranks, mpi_check(), agree_or_die(), shard(), ... */
 #define MAX_LAYERS (OPT_MAX_HIDDEN + 1)
 #define EVAL_BATCH 512          /* rows per forward pass when evaluating */
 
-static int rank = 0, nranks = 1;   /* this process in MPI_COMM_WORLD */
 
 // ----------------------------------------------------------------------------
 // options: the common flags (common/options.h) plus this trainer's own
 
-enum sync_kind { SYNC_ALLREDUCE = 0, SYNC_REDUCE_BCAST = 1, SYNC_OVERLAP = 2 };
-static const char *const SYNC_NAMES[] = { "allreduce", "reduce-bcast", "overlap" };
+/* the variants: X(id, CSV name, --sync value, help) */
+#define SYNC_MODES(X) \
+    X(SYNC_ALLREDUCE,    "allreduce",    "allreduce",    "MPI_Allreduce of all gradients, every rank updates") \
+    X(SYNC_REDUCE_BCAST, "reduce-bcast", "reduce-bcast", "MPI_Reduce to rank 0, rank 0 updates, MPI_Bcast") \
+    X(SYNC_OVERLAP,      "overlap",      "overlap",      "MPI_Iallreduce per layer during backward")
+enum sync_kind { SYNC_MODES(VARIANT_ENUM) N_SYNC };
+static const variant SYNC[] = { SYNC_MODES(VARIANT_ROW) };
 
 typedef struct {
     train_options common;
@@ -83,11 +87,9 @@ static void usage(void) {
            "Trains an MLP on MNIST-style IDX data, data-parallel over P MPI ranks.\n\n");
     options_usage_common();
     printf("MPI:\n"
-           "  --sync MODE           gradient exchange per step [allreduce]:\n"
-           "                        allreduce    MPI_Allreduce of all gradients, every rank updates\n"
-           "                        reduce-bcast MPI_Reduce to rank 0, rank 0 updates, MPI_Bcast\n"
-           "                        overlap      MPI_Iallreduce per layer during backward\n"
-           "  --batch-per-rank B    B rows per rank per step, i.e. a global batch of P*B\n"
+           "  --sync MODE           gradient exchange per step [allreduce]:\n");
+    variant_usage(SYNC, N_SYNC);
+    printf("  --batch-per-rank B    B rows per rank per step, i.e. a global batch of P*B\n"
            "                        (instead of --batch; fewer updates per epoch as P grows)\n"
            "  --dump-params FILE    after training, rank 0 writes the parameters (W1 b1 W2 ...,\n"
            "                        raw float32) to FILE (for the equivalence tests)\n");
@@ -102,21 +104,12 @@ static void parse_options(mpi_options *o, int argc, char **argv) {
     o->batch_per_rank = 0;
     o->batch_given = 0;
     o->dump_params = NULL;
-    int saved = -1;
-    if (rank != 0) {
-        fflush(stderr);
-        saved = dup(2);
-        int devnull = open("/dev/null", O_WRONLY);
-        if (devnull >= 0) { dup2(devnull, 2); close(devnull); }
-    }
+    int saved = mute_stderr_off_root();
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { if (rank == 0) usage(); exit(0); }
+        if (!strcmp(argv[i], "--list-variants")) { if (rank == 0) variant_list("--sync", SYNC, N_SYNC); exit(0); }
         if (!strcmp(argv[i], "--sync")) {
-            const char *v = options_value(PROGRAM, argc, argv, &i);
-            int k = 0;
-            while (k < 3 && strcmp(v, SYNC_NAMES[k])) k++;
-            if (k == 3) options_die(PROGRAM, "--sync: unknown mode '%s' (allreduce, reduce-bcast, overlap)", v);
-            o->sync = k;
+            o->sync = variant_parse(PROGRAM, "--sync", options_value(PROGRAM, argc, argv, &i), SYNC, N_SYNC);
             continue;
         }
         if (!strcmp(argv[i], "--batch-per-rank")) {
@@ -130,303 +123,12 @@ static void parse_options(mpi_options *o, int argc, char **argv) {
     }
     if (o->batch_per_rank && o->batch_given)
         options_die(PROGRAM, "--batch and --batch-per-rank: give one of them, not both");
-    if (saved >= 0) { fflush(stderr); dup2(saved, 2); close(saved); }
-}
-
-/* An error every rank detects alike (a flag against the data): rank 0 prints it as
- * options_die() would, every rank exits 2. */
-static void die_all(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void die_all(const char *fmt, ...) {
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    if (rank == 0) options_die(PROGRAM, "%s", msg);
-    exit(2);
+    unmute_stderr(saved);
 }
 
 // ----------------------------------------------------------------------------
-// matrix products: C[M x N] (=|+=) alpha * op(A) . B, then an epilogue
-//
-// op(A)[i][k] = A[i * a_row + k * a_col]: a row-major A is (a_row = lda, a_col = 1);
-// the transpose of a row-major K x M matrix is (a_row = 1, a_col = lda). B is row-major
-// K x N with leading dimension ldb. The epilogue, applied while C is in registers:
-//   accumulate  C = C + alpha * acc (one fused multiply-add; the SGD update), else
-//               C = alpha * acc
-//   bias        + bias[j]                          (forward)
-//   act         relu / leaky-relu of the result    (forward)
-//   deriv       times act'(H[i][j]) where H has C's shape and ldc (backward)
-// Three combinations are used and supported: accumulate alone (update), bias and/or
-// act (forward), deriv alone (backward).
-//
-// Tile order: column panels of C outside, row blocks inside. One NR-column panel of B
-// (layer 1's W: 784 x 64 floats, 200 KB) then stays in L2 while every row block of A
-// streams past it; with row blocks outside, the whole of B (800 KB) passes through L2
-// for every 6-row block and, at batch 512, the batch's activations push it out. Each
-// element is still one sum over K in the same order: the order of tiles changes no bit.
-// (Two refinements for large layers, in matmul_block and matmul_tiles: row blocks outside
-// when B is small and C large, and K in blocks of KC.)
+// matrix products: matmul() and transpose() from common/gemm.h (the one kernel)
 
-enum { ACT_NONE = -1 };
-
-typedef struct {
-    float alpha;
-    int accumulate;
-    const float *bias;
-    int act;                    /* ACT_NONE, ACT_RELU, ACT_LEAKY_RELU (sigmoid: separate pass) */
-    const float *deriv;         /* activations whose derivative multiplies the result */
-    int deriv_act;
-} epilogue;
-
-static const epilogue EPI_PLAIN = { 1.0f, 0, NULL, ACT_NONE, NULL, ACT_NONE };
-
-/* The scalar definition of the epilogue; the AVX-512 path computes the same values. */
-static inline float epilogue_one(const epilogue *e, float acc, float c_old, int j, float h) {
-    float v = e->accumulate ? fmaf(e->alpha, acc, c_old) : e->alpha * acc;
-    if (e->bias) v += e->bias[j];
-    if (e->act == ACT_RELU) v = v > 0.0f ? v : 0.0f;
-    else if (e->act == ACT_LEAKY_RELU) v = v > 0.0f ? v : LEAKY_RELU_SLOPE * v;
-    if (e->deriv) {
-        if (e->deriv_act == ACT_RELU) v = h > 0.0f ? v : 0.0f;
-        else if (e->deriv_act == ACT_LEAKY_RELU) v = h > 0.0f ? v : LEAKY_RELU_SLOPE * v;
-        else if (e->deriv_act == ACT_SIGMOID) v = v * (h * (1.0f - h));
-    }
-    return v;
-}
-
-#if defined(__AVX512F__)
-#define MR 6    /* rows of C per micro-tile */
-#define NR 64   /* columns per micro-tile: four 16-float vectors; 6 x 4 = 24 zmm accumulators */
-
-/* What the epilogue does, as a compile-time constant inside the kernel (a runtime
- * test per stored vector costs a third of the time of a K = 64 product). */
-enum { EPI_FORWARD, EPI_BACKWARD, EPI_UPDATE, EPI_CONTINUE };
-
-static inline __attribute__((always_inline)) __m512
-epilogue_vec(const int kind, const epilogue *e, __m512 acc, const float *c, const float *bias,
-             const float *h, __mmask16 m) {
-    if (kind == EPI_CONTINUE) return acc;   /* partial sums (a K block's): stored as they are */
-    if (kind == EPI_UPDATE)                 /* C + alpha * acc, one rounding */
-        return _mm512_fmadd_ps(_mm512_set1_ps(e->alpha), acc, _mm512_maskz_loadu_ps(m, c));
-    __m512 v = _mm512_mul_ps(_mm512_set1_ps(e->alpha), acc);
-    if (kind == EPI_FORWARD) {
-        if (bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, bias));
-        if (e->act == ACT_RELU) v = _mm512_max_ps(v, _mm512_setzero_ps());
-        else if (e->act == ACT_LEAKY_RELU) {
-            __mmask16 pos = _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_GT_OQ);
-            v = _mm512_mask_blend_ps(pos, _mm512_mul_ps(v, _mm512_set1_ps(LEAKY_RELU_SLOPE)), v);
-        }
-        return v;
-    }
-    __m512 hv = _mm512_maskz_loadu_ps(m, h);   /* EPI_BACKWARD: times act'(h) */
-    if (e->deriv_act == ACT_SIGMOID)
-        return _mm512_mul_ps(v, _mm512_mul_ps(hv, _mm512_sub_ps(_mm512_set1_ps(1.0f), hv)));
-    __mmask16 pos = _mm512_cmp_ps_mask(hv, _mm512_setzero_ps(), _CMP_GT_OQ);
-    __m512 neg = e->deriv_act == ACT_LEAKY_RELU ? _mm512_mul_ps(v, _mm512_set1_ps(LEAKY_RELU_SLOPE))
-                                                : _mm512_setzero_ps();
-    return _mm512_mask_blend_ps(pos, neg, v);
-}
-
-/* One mr x (16 nv) tile of C over the whole K: per k, nv vector loads of B, mr broadcasts
- * of A, mr * nv fused multiply-adds (24 FMAs for 10 loads in the full 6 x 64 tile, so
- * the FMA units, not the load ports, set the pace). mr and nv are compile-time
- * constants at every call site, so unused rows and vectors vanish. The accumulators
- * are named variables, not an array: GCC keeps an array of vectors in memory and
- * stores it on every k. Only the last vector of a row may be partial (mask mlast). */
-#define TILE_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
-static inline __attribute__((always_inline)) void
-micro_tile(const int kind, const int mr, const int nv, int K, const float *restrict A, long a_row, long a_col,
-           const float *restrict B, long ldb, float *restrict C, long ldc, __mmask16 mlast,
-           const epilogue *e, int j, long h_off, const float *P, long ldp) {
-#define DECLARE(r) __m512 c##r##_0 = _mm512_setzero_ps(), c##r##_1 = c##r##_0, c##r##_2 = c##r##_0, c##r##_3 = c##r##_0;
-    TILE_ROWS(DECLARE)
-#undef DECLARE
-    if (P) {    /* the sums go on from the previous K block's partial sums P (one test per tile) */
-#define INIT_VEC(r, v) if (nv > v) c##r##_##v = _mm512_maskz_loadu_ps(nv - 1 == v ? mlast : (__mmask16)0xFFFF, \
-                                                                     P + r * ldp + 16 * v);
-#define INIT_ROW(r) if (mr > r) { INIT_VEC(r, 0) INIT_VEC(r, 1) INIT_VEC(r, 2) INIT_VEC(r, 3) }
-        TILE_ROWS(INIT_ROW)
-#undef INIT_ROW
-#undef INIT_VEC
-    }
-#define LOAD_B(v) (nv > v ? (nv - 1 == v ? _mm512_maskz_loadu_ps(mlast, bk + 16 * v) : _mm512_loadu_ps(bk + 16 * v)) \
-                          : _mm512_setzero_ps())
-    for (int k = 0; k < K; k++) {
-        const float *bk = B + (long)k * ldb;
-        __m512 b0 = LOAD_B(0), b1 = LOAD_B(1), b2 = LOAD_B(2), b3 = LOAD_B(3);
-        const float *a = A + (long)k * a_col;
-#define FMA_ROW(r) if (mr > r) { __m512 av = _mm512_set1_ps(a[r * a_row]); \
-                                 c##r##_0 = _mm512_fmadd_ps(av, b0, c##r##_0); \
-                                 if (nv > 1) c##r##_1 = _mm512_fmadd_ps(av, b1, c##r##_1); \
-                                 if (nv > 2) c##r##_2 = _mm512_fmadd_ps(av, b2, c##r##_2); \
-                                 if (nv > 3) c##r##_3 = _mm512_fmadd_ps(av, b3, c##r##_3); }
-        TILE_ROWS(FMA_ROW)
-#undef FMA_ROW
-    }
-#undef LOAD_B
-#define STORE_VEC(r, v) if (nv > v) { \
-        __mmask16 m = nv - 1 == v ? mlast : (__mmask16)0xFFFF; \
-        float *c = C + r * ldc + 16 * v; \
-        const float *bias = kind == EPI_FORWARD && e->bias ? e->bias + j + 16 * v : NULL; \
-        const float *h = kind == EPI_BACKWARD ? e->deriv + h_off + r * ldc + 16 * v : NULL; \
-        _mm512_mask_storeu_ps(c, m, epilogue_vec(kind, e, c##r##_##v, c, bias, h, m)); }
-#define STORE_ROW(r) if (mr > r) { STORE_VEC(r, 0) STORE_VEC(r, 1) STORE_VEC(r, 2) STORE_VEC(r, 3) }
-    TILE_ROWS(STORE_ROW)
-#undef STORE_ROW
-#undef STORE_VEC
-}
-
-#define TILE_CASE_NV(MRV) switch (nv) { \
-    case 4: micro_tile(kind, MRV, 4, K, Ai, a_row, a_col, B + j, ldb, Cij, ldc, mlast, e, j, h_off, Pij, ldp); break; \
-    case 3: micro_tile(kind, MRV, 3, K, Ai, a_row, a_col, B + j, ldb, Cij, ldc, mlast, e, j, h_off, Pij, ldp); break; \
-    case 2: micro_tile(kind, MRV, 2, K, Ai, a_row, a_col, B + j, ldb, Cij, ldc, mlast, e, j, h_off, Pij, ldp); break; \
-    default: micro_tile(kind, MRV, 1, K, Ai, a_row, a_col, B + j, ldb, Cij, ldc, mlast, e, j, h_off, Pij, ldp); break; }
-
-/* The tile of C at row i, column j (at most MR x NR), its sums started from the same
- * tile of P (NULL: from zero). */
-static inline __attribute__((always_inline)) void
-matmul_tile(const int kind, int i, int j, int M, int N, int K, const float *A, long a_row, long a_col,
-            const float *B, long ldb, float *C, long ldc, const epilogue *e, const float *P, long ldp) {
-    int mr = M - i < MR ? M - i : MR;
-    const float *Ai = A + (long)i * a_row;
-    int nc = N - j < NR ? N - j : NR;
-    int nv = (nc + 15) / 16;
-    int tail = nc - 16 * (nv - 1);                       /* 1..16 columns */
-    __mmask16 mlast = (__mmask16)(tail == 16 ? 0xFFFF : (1u << tail) - 1);
-    float *Cij = C + (long)i * ldc + j;
-    const float *Pij = P ? P + (long)i * ldp + j : NULL;
-    long h_off = (long)i * ldc + j;
-    switch (mr) {
-    case 6: TILE_CASE_NV(6) break;
-    case 5: TILE_CASE_NV(5) break;
-    case 4: TILE_CASE_NV(4) break;
-    case 3: TILE_CASE_NV(3) break;
-    case 2: TILE_CASE_NV(2) break;
-    default: TILE_CASE_NV(1) break;
-    }
-}
-
-/* One K block of the product: every tile, its sums started from P (NULL: from zero).
- * Column panels outside (see above), except when all of B is small (at most 64 K
- * floats, 256 KB: it stays in L2 in any order) and C is large (over 256 K floats): then
- * row blocks outside, so that C streams through the cache whole rows at a time instead
- * of one 256-byte piece of every row per panel (layer 1's update at --image-size 112,
- * C = 12,544 x 256: 53-58 against 68-76 GFLOP/s). */
-static inline __attribute__((always_inline)) void
-matmul_block(const int kind, int M, int N, int K, const float *A, long a_row, long a_col,
-             const float *B, long ldb, float *C, long ldc, const epilogue *e, const float *P, long ldp) {
-    int rows_outside = (long)K * N <= 65536 && (long)M * N > 262144;
-    for (int i = 0, j = 0; i < M && j < N;) {   /* one call site: the tile code is inlined once */
-        matmul_tile(kind, i, j, M, N, K, A, a_row, a_col, B, ldb, C, ldc, e, P, ldp);
-        if (rows_outside) { if ((j += NR) >= N) { j = 0; i += MR; } }
-        else if ((i += MR) >= M) { i = 0; j += NR; }
-    }
-}
-/* A K block before the last: partial sums, whatever the product (one copy of the code) */
-static void matmul_block_partial(int M, int N, int K, const float *A, long a_row, long a_col,
-                                 const float *B, long ldb, float *P, long ldp, const float *from) {
-    matmul_block(EPI_CONTINUE, M, N, K, A, a_row, a_col, B, ldb, P, ldp, &EPI_PLAIN, from, ldp);
-}
-
-/* Blocking over K: a 64-column panel of B over more than KC rows (128 KB) may no longer
- * stay in L2 (1 MB per core on Zen 5, and a 1 KB row stride uses a quarter of its sets)
- * while the row blocks of A stream past it: layer 1's forward at --image-size 112 (12,544
- * inputs) ran at 46-67 instead of 86-90 GFLOP/s. So K goes in blocks of KC: each tile of a
- * block starts from the partial sums the block before stored, and only the last block
- * applies the epilogue. A stored and reloaded float is the same float, so every element
- * is still one chain of roundings over K in order: blocking changes no bit. The partial
- * sums go to C itself, except for the update, whose epilogue reads C's old values:
- * there they go to a scratch of M x N floats (update_scratch; none to be had: one block
- * over all of K). Only a batch over KC rows gets there, and for --batch full, whose K is
- * the whole training set, the blocks cut serial's epoch from 0.40-0.44 to 0.26 s. */
-#ifndef KC
-#define KC 512
-#endif
-/* The update's partial sums over its K blocks: one buffer per thread, grown to the
- * largest M x N asked for and kept, since the update runs every step (the system frees it
- * at exit). NULL when out of memory: the caller then runs one block over all of K. */
-static float *update_scratch(size_t n) {
-    static _Thread_local float *buf;
-    static _Thread_local size_t cap;
-    if (n > cap) {
-        free(buf);
-        buf = aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64);
-        cap = buf ? n : 0;
-    }
-    return buf;
-}
-
-static inline __attribute__((always_inline)) void
-matmul_tiles(const int kind, int M, int N, int K, const float *A, long a_row, long a_col,
-             const float *B, long ldb, float *C, long ldc, const epilogue *e) {
-    float *P = C;
-    long ldp = ldc;
-    if (K > KC && kind == EPI_UPDATE) {
-        P = update_scratch((size_t)M * (size_t)N);
-        ldp = N;
-    }
-    for (int k0 = 0;; k0 += KC) {   /* K <= KC, or no scratch: one block over all of K */
-        int kc = K - k0 <= KC || !P ? K - k0 : KC;
-        const float *Ak = A + (long)k0 * a_col, *Bk = B + (long)k0 * ldb;
-        const float *from = k0 || kind == EPI_CONTINUE ? P : NULL;   /* EPI_CONTINUE: cnn's matmul_continue */
-        if (k0 + kc < K) { matmul_block_partial(M, N, kc, Ak, a_row, a_col, Bk, ldb, P, ldp, from); continue; }
-        matmul_block(kind, M, N, kc, Ak, a_row, a_col, Bk, ldb, C, ldc, e, from, ldp);
-        break;
-    }
-}
-static void matmul_own(int M, int N, int K, const float *A, long a_row, long a_col,
-                       const float *B, long ldb, float *C, long ldc, const epilogue *e) {
-    if (e->accumulate) matmul_tiles(EPI_UPDATE, M, N, K, A, a_row, a_col, B, ldb, C, ldc, e);
-    else if (e->deriv) matmul_tiles(EPI_BACKWARD, M, N, K, A, a_row, a_col, B, ldb, C, ldc, e);
-    else matmul_tiles(EPI_FORWARD, M, N, K, A, a_row, a_col, B, ldb, C, ldc, e);
-}
-#else
-/* Portable path: the same tiling with plain loops the compiler vectorizes along j. */
-#define MR 4
-#define NR 32
-static void matmul_own(int M, int N, int K, const float *A, long a_row, long a_col,
-                       const float *B, long ldb, float *C, long ldc, const epilogue *e) {
-    for (int j = 0; j < N; j += NR) {
-        int nc = N - j < NR ? N - j : NR;
-        for (int i = 0; i < M; i += MR) {
-            int mr = M - i < MR ? M - i : MR;
-            float acc[MR][NR];
-            memset(acc, 0, sizeof acc);
-            for (int k = 0; k < K; k++) {
-                const float *restrict b = B + (long)k * ldb + j;
-                for (int r = 0; r < mr; r++) {
-                    float a = A[(long)(i + r) * a_row + (long)k * a_col];
-                    for (int c = 0; c < nc; c++) acc[r][c] = fmaf(a, b[c], acc[r][c]);
-                }
-            }
-            for (int r = 0; r < mr; r++)
-                for (int c = 0; c < nc; c++) {
-                    long at = (long)(i + r) * ldc + j + c;
-                    C[at] = epilogue_one(e, acc[r][c], C[at], j + c, e->deriv ? e->deriv[at] : 0.0f);
-                }
-        }
-    }
-}
-#endif
-
-static void matmul(int M, int N, int K, const float *A, long a_row, long a_col,
-                   const float *B, long ldb, float *C, long ldc, const epilogue *e) {
-    matmul_own(M, N, K, A, a_row, a_col, B, ldb, C, ldc, e);
-}
-
-/* dst[cols x rows] = src[rows x cols]^T, in 16 x 16 blocks so that both the reads and
- * the strided writes stay within a few cache lines (a plain loop spends more time here
- * than the backward product it prepares). */
-static void transpose(const float *restrict src, int rows, int cols, float *restrict dst) {
-    enum { BLOCK = 16 };
-    for (int i0 = 0; i0 < rows; i0 += BLOCK)
-        for (int j0 = 0; j0 < cols; j0 += BLOCK) {
-            int i1 = i0 + BLOCK < rows ? i0 + BLOCK : rows, j1 = j0 + BLOCK < cols ? j0 + BLOCK : cols;
-            for (int j = j0; j < j1; j++)
-                for (int i = i0; i < i1; i++) dst[(long)j * rows + i] = src[(long)i * cols + j];
-        }
-}
 
 // ----------------------------------------------------------------------------
 // model: one contiguous parameter buffer with per-layer views, and a gradient buffer
@@ -452,14 +154,6 @@ typedef struct {
     float *delta[MAX_LAYERS + 1]; /* dL/dZ of hidden layer l */
     float *wt;                    /* transposed weights for the backward product */
 } mlp;
-
-/* Every buffer starts on a 64-byte boundary: a misaligned 64-byte vector load spans
- * two cache lines, which costs a quarter of the kernel's speed. */
-static float *alloc_floats(long n) {
-    size_t bytes = ((size_t)n * sizeof(float) + 63) / 64 * 64;
-    return aligned_alloc(64, bytes ? bytes : 64);
-}
-#define PAD16(n) (((n) + 15L) / 16 * 16)   /* floats: keep each view 64-byte aligned */
 
 static int mlp_init(mlp *m, int inputs, const train_options *o, int max_rows) {
     memset(m, 0, sizeof *m);
@@ -508,23 +202,8 @@ static long layer_floats(const mlp *m, int l) {
     return PAD16((long)m->size[l - 1] * m->size[l]) + PAD16(m->size[l]);
 }
 
-/* model FLOP per training sample: forward 2*in*out per layer, weight gradients the
- * same, input gradients for every layer but the first (elementwise work not counted) */
-static double mlp_flops_per_sample(const mlp *m) {
-    double f = 0;
-    for (int l = 1; l <= m->n_layers; l++) {
-        double io = (double)m->size[l - 1] * m->size[l];
-        f += 4 * io + (l > 1 ? 2 * io : 0);
-    }
-    return f;
-}
-
 // ----------------------------------------------------------------------------
 // forward
-
-static void sigmoid_inplace(float *x, long n) {
-    for (long i = 0; i < n; i++) x[i] = 1.0f / (1.0f + expf(-x[i]));
-}
 
 /* act[l] = activation(act[l-1] . W[l] + b[l]); the last layer leaves logits. */
 static void dense_forward(mlp *m, int l, int rows) {
@@ -539,30 +218,6 @@ static void dense_forward(mlp *m, int l, int rows) {
 
 static void mlp_forward(mlp *m, int rows) {
     for (int l = 1; l <= m->n_layers; l++) dense_forward(m, l, rows);
-}
-
-/* Softmax + cross-entropy on the logits in place: leaves dL/dlogits = p - onehot
- * (per sample, not yet divided by the batch size). Returns the summed loss (double)
- * and counts correct argmax predictions. */
-static double softmax_xent(float *restrict z, const unsigned char *restrict y, int rows, int classes,
-                           long *correct) {
-    double loss = 0.0;
-    for (int i = 0; i < rows; i++) {
-        float *zi = z + (long)i * classes;
-        int best = 0;
-        float mx = zi[0];
-        for (int c = 1; c < classes; c++) if (zi[c] > mx) { mx = zi[c]; best = c; }
-        float zy = zi[y[i]] - mx;
-        float sum = 0.0f;
-        for (int c = 0; c < classes; c++) { zi[c] = expf(zi[c] - mx); sum += zi[c]; }
-        /* -log p_y = log(sum) - (z_y - max): finite even when p_y underflows */
-        loss += (double)logf(sum) - (double)zy;
-        float inv = 1.0f / sum;
-        for (int c = 0; c < classes; c++) zi[c] *= inv;
-        zi[y[i]] -= 1.0f;
-        *correct += best == y[i];
-    }
-    return loss;
 }
 
 // ----------------------------------------------------------------------------
@@ -590,7 +245,7 @@ static void dense_backward(mlp *m, int l, const float *dz, int rows) {
     grad_ready(m, l);
     if (l > 1) {
         /* delta[l-1] = (dz . W^T) * act'(act[l-1]) */
-        transpose(m->W[l], in, out, m->wt);
+        transpose(m->W[l], in, out, m->wt, in);
         epilogue e = EPI_PLAIN;
         e.deriv = m->act[l - 1];
         e.deriv_act = m->activation;
@@ -607,31 +262,9 @@ static int sync_mode;            /* --sync */
 static MPI_Request pending[MAX_LAYERS];   /* overlap: one Iallreduce per layer in flight */
 static int n_pending;
 
-/* A failed MPI call (MPI_ERRORS_RETURN): one line naming the rank, the call and MPI's
- * message, then the whole job ends (MPI_Abort), so no rank waits forever in a collective. */
-static void mpi_check(int rc, const char *call) {
-    if (rc == MPI_SUCCESS) return;
-    char msg[MPI_MAX_ERROR_STRING];
-    int len = 0;
-    if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) snprintf(msg, sizeof msg, "error code %d", rc);
-    fprintf(stderr, PROGRAM ": rank %d: %s failed: %s\n", rank, call, msg);
-    fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, 1);
-    exit(1);
-}
 /* COMM(MPI_Allreduce, (args)): call, check, add the seconds to comm_seconds */
 #define COMM(fn, args) do { double t_ = timer_now(); mpi_check(fn args, #fn); \
                             comm_seconds += timer_now() - t_; } while (0)
-
-/* Set-up errors (data files, memory): if any rank failed, the lowest failing rank prints
- * its one-line message and every rank exits with status 2. */
-static void agree_or_die(int failed, const char *msg, int status) {
-    int mine = failed ? rank : nranks, lowest = nranks;
-    mpi_check(MPI_Allreduce(&mine, &lowest, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce");
-    if (lowest == nranks) return;
-    if (rank == lowest) fprintf(stderr, PROGRAM ": %s\n", msg);
-    exit(status);
-}
 
 static void grad_ready(mlp *m, int l) {
     if (sync_mode != SYNC_OVERLAP) return;
@@ -694,27 +327,6 @@ static double train_step(mlp *m, const unsigned char *y, int rows, int batch_row
 // ----------------------------------------------------------------------------
 // data movement and evaluation
 
-/* rank r's contiguous part [*lo, *lo + *count) of n items: sizes differ by at most one */
-static void shard(long n, int r, int p, long *lo, long *count) {
-    long base = n / p, rem = n % p;
-    *lo = r * base + (r < rem ? r : rem);
-    *count = base + (r < rem ? 1 : 0);
-}
-
-static void gather_batch(const dataset *d, const uint32_t *idx, int rows, float *x, unsigned char *y) {
-    size_t bytes = sizeof(float) * (size_t)d->features;
-    for (int r = 0; r < rows; r++) {
-        memcpy(x + (size_t)r * d->features, d->x + (size_t)idx[r] * d->features, bytes);
-        y[r] = d->y[idx[r]];
-    }
-}
-
-static int argmax10(const float *z, int classes) {
-    int best = 0;
-    for (int c = 1; c < classes; c++) if (z[c] > z[best]) best = c;
-    return best;
-}
-
 /* Correct predictions on the samples of d (this rank's test shard; may be empty);
  * predictions optional. */
 static long evaluate(mlp *m, const dataset *d, unsigned char *predictions) {
@@ -731,22 +343,6 @@ static long evaluate(mlp *m, const dataset *d, unsigned char *predictions) {
         }
     }
     return correct;
-}
-
-static void print_predictions(const dataset *d, const unsigned char *pred, int k) {
-    static const char shades[] = " .:-=+*#%@";
-    int step = d->side > 28 ? d->side / 28 : 1;
-    for (int s = 0; s < k && s < d->n; s++) {
-        printf("test image %d: predicted %d, true %d%s\n", s, pred[s], d->y[s], pred[s] == d->y[s] ? "" : "  <-- wrong");
-        for (int r = 0; r < d->side; r += step) {
-            for (int c = 0; c < d->side; c += step) {
-                float v = d->x[(size_t)s * d->features + (size_t)r * d->side + c];
-                int q = (int)(v * 9.999f);
-                putchar(shades[q < 0 ? 0 : q > 9 ? 9 : q]);
-            }
-            putchar('\n');
-        }
-    }
 }
 
 /* FNV-1a of the parameter bytes: equal on every rank iff the replicas are identical */
@@ -773,15 +369,6 @@ static int dump_params(const mlp *m, const char *path, char *err, size_t errlen)
 // ----------------------------------------------------------------------------
 // main
 
-/* exit() anywhere (bad flags on every rank, --help) still finalizes MPI, so mpirun sees
- * a clean exit with our status instead of a process "exiting improperly" */
-static void finalize_at_exit(void) {
-    int init = 0, fin = 0;
-    MPI_Initialized(&init);
-    MPI_Finalized(&fin);
-    if (init && !fin) MPI_Finalize();
-}
-
 #ifndef TESTING
 int main(int argc, char **argv) {
     if (MPI_Init(&argc, &argv) != MPI_SUCCESS) { fprintf(stderr, PROGRAM ": MPI_Init failed\n"); return 1; }
@@ -793,7 +380,7 @@ int main(int argc, char **argv) {
     parse_options(&mo, argc, argv);
     train_options *o = &mo.common;
     sync_mode = mo.sync;
-    char err[IDX_ERR_LEN] = "";
+    char err[IDX_ERR_LEN] = "", variant[64];
 
     /* data: every rank checks the files; the sizes decide the same errors on every rank */
     long train_avail = 0, test_avail = 0;
@@ -838,11 +425,7 @@ int main(int argc, char **argv) {
           !epoch_sec || !comm_sec;
     agree_or_die(bad, "out of memory", 1);
     if (m.params_alloc > INT_MAX) die_all("--hidden: %ld parameters are more than one MPI message can count", m.params_alloc);
-    char hidden[128], dname[256], variant[64];
-    options_hidden_string(o, hidden, sizeof hidden);
-    options_dataset_name(o, dname, sizeof dname);
-    snprintf(variant, sizeof variant, "%s", SYNC_NAMES[mo.sync]);
-    double flops_epoch = mlp_flops_per_sample(&m) * (double)train_n;
+    snprintf(variant, sizeof variant, "%s", SYNC[mo.sync].name);
     if (rank == 0) {
         printf("mpi: %s MLP %d", options_activation_name(o->activation), m.size[0]);
         for (int l = 1; l <= m.n_layers; l++) printf("-%d", m.size[l]);
@@ -904,20 +487,11 @@ int main(int argc, char **argv) {
     /* results: rank 0 alone */
     int status = 0;
     if (rank == 0) {
-        double median = o->epochs > 1 ? results_median(epoch_sec + 1, o->epochs - 1) : epoch_sec[0];
-        double comm_median = o->epochs > 1 ? results_median(comm_sec + 1, o->epochs - 1) : comm_sec[0];
-        result_row row = {
-            .program = PROGRAM, .variant = variant, .ranks = nranks, .threads = 1,
-            .omp_wait_policy = getenv("OMP_WAIT_POLICY") ? getenv("OMP_WAIT_POLICY") : "",
-            .dataset = dname, .image_size = train.side, .train_n = train_n, .test_n = test_n,
-            .hidden = hidden, .activation = options_activation_name(o->activation), .batch = o->batch,
-            .epochs = o->epochs, .lr = o->lr, .seed = o->seed, .epoch_seconds_median = median,
-            .total_seconds = total, .comm_seconds = comm_median, .sync_seconds = 0.0,
-            .samples_per_second = (double)train_n / median,
-            .gflops = flops_epoch / median / 1e9, .final_train_loss = loss_curve[o->epochs - 1],
-            .test_accuracy = acc_curve[o->epochs - 1], .train_loss_curve = loss_curve,
-            .test_acc_curve = acc_curve, .epoch_seconds = epoch_sec, .n_curve = o->epochs,
-        };
+        double comm_median = results_epoch_median(comm_sec, o->epochs);
+        result_row row;
+        results_fill(&row, PROGRAM, variant, nranks, 1, o, train.side, train_n, test_n,
+                     dense_flops_per_sample(m.size, m.n_layers), total, loss_curve, acc_curve, epoch_sec);
+        row.comm_seconds = comm_median;
         if (o->predict) {   /* rank 0 shows the first K test images, whichever shard holds them */
             dataset first;
             long k = o->predict < test_n ? o->predict : test_n;
@@ -932,14 +506,13 @@ int main(int argc, char **argv) {
             free(pred);
         }
         if (mo.dump_params && dump_params(&m, mo.dump_params, err, sizeof err)) status = 1;
-        else if (results_append(o->csv, &row, err, sizeof err)) status = 1;
+        else {
+            char extra[96];
+            snprintf(extra, sizeof extra, "comm %.3f s (%.0f%%) | replicas identical", comm_median,
+                     100.0 * comm_median / row.epoch_seconds_median);
+            if (results_finish(&row, o->csv, NULL, extra, err, sizeof err)) status = 1;
+        }
         if (status) fprintf(stderr, PROGRAM ": %s\n", err);
-        else
-            printf("mpi: %s | %d ranks | %d epochs | epoch median %.3f s | comm %.3f s (%.0f%%) | %.1fk samples/s |"
-                   " %.1f GFLOP/s | loss %.4f | test acc %.2f%% | replicas identical | csv %s\n",
-                   variant, nranks, o->epochs, median, comm_median, 100.0 * comm_median / median,
-                   row.samples_per_second / 1e3, row.gflops, row.final_train_loss, row.test_accuracy,
-                   strcmp(o->csv, "none") ? o->csv : "(none)");
     }
 
     mlp_free(&m);

@@ -65,15 +65,14 @@
 
 #include <omp.h>
 
+#include "gemm.h"
 #include "idx.h"
+#include "mlp.h"
 #include "options.h"
 #include "prng.h"
 #include "results.h"
 #include "timer.h"
 
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#endif
 #ifndef _OPENMP
 #error "openmp/openmp.c needs OpenMP: compile with -fopenmp"
 #endif
@@ -86,8 +85,14 @@
 // ----------------------------------------------------------------------------
 // options: the common flags (common/options.h) plus this trainer's own
 
-enum accum_kind { ACCUM_CRITICAL = 0, ACCUM_REDUCTION = 1, ACCUM_LOOP = 2, ACCUM_MODEL = 3, N_ACCUM = 4 };
-static const char *const accum_names[] = { "critical", "reduction", "loop", "model" };
+/* the variants: X(id, CSV name, --accum value, help) */
+#define ACCUM_MODES(X) \
+    X(ACCUM_CRITICAL,  "critical",  "critical",  "batch slices, gradients summed in omp critical") \
+    X(ACCUM_REDUCTION, "reduction", "reduction", "batch slices, lock-free fixed-order sum per parameter slice") \
+    X(ACCUM_LOOP,      "loop",      "loop",      "one model, every product split over the threads") \
+    X(ACCUM_MODEL,     "model",     "model",     "each thread owns a slice of layer 1's hidden units")
+enum accum_kind { ACCUM_MODES(VARIANT_ENUM) N_ACCUM };
+static const variant ACCUM[] = { ACCUM_MODES(VARIANT_ROW) };
 
 typedef struct {
     train_options common;
@@ -101,14 +106,9 @@ static void usage(void) {
     options_usage_common();
     printf("OpenMP:\n"
            "  --threads T           threads [OMP_NUM_THREADS if set, else all cores: %d]\n"
-           "  --accum MODE          how the threads share a step [loop]:\n"
-           "                        critical  = batch slices, gradients summed in omp critical\n"
-           "                        reduction = batch slices, lock-free fixed-order sum per\n"
-           "                                    parameter slice\n"
-           "                        loop      = one model, every product split over the threads\n"
-           "                        model     = each thread owns a slice of layer 1's hidden\n"
-           "                                    units (model parallelism): one barrier per step\n",
+           "  --accum MODE          how the threads share a step [loop]:\n",
            omp_get_num_procs());
+    variant_usage(ACCUM, N_ACCUM);
 }
 
 static void parse_options(openmp_options *o, int argc, char **argv) {
@@ -121,12 +121,9 @@ static void parse_options(openmp_options *o, int argc, char **argv) {
             o->threads = (int)options_long(PROGRAM, "--threads", options_value(PROGRAM, argc, argv, &i), 1, MAX_THREADS);
             continue;
         }
+        if (!strcmp(argv[i], "--list-variants")) { variant_list("--accum", ACCUM, N_ACCUM); exit(0); }
         if (!strcmp(argv[i], "--accum")) {
-            const char *v = options_value(PROGRAM, argc, argv, &i);
-            int k = -1;
-            for (int a = 0; a < N_ACCUM; a++) if (!strcmp(v, accum_names[a])) k = a;
-            if (k < 0) options_die(PROGRAM, "--accum: unknown mode '%s' (critical, reduction, loop, model)", v);
-            o->accum = k;
+            o->accum = variant_parse(PROGRAM, "--accum", options_value(PROGRAM, argc, argv, &i), ACCUM, N_ACCUM);
             continue;
         }
         if (options_parse_common(&o->common, PROGRAM, argc, argv, &i)) continue;
@@ -140,291 +137,14 @@ static void parse_options(openmp_options *o, int argc, char **argv) {
 }
 
 // ----------------------------------------------------------------------------
-// matrix products: C[M x N] (=|+=) alpha * op(A) . B, then an epilogue
-//
-// op(A)[i][k] = A[i * a_row + k * a_col]: a row-major A is (a_row = lda, a_col = 1);
-// the transpose of a row-major K x M matrix is (a_row = 1, a_col = lda). B is row-major
-// K x N with leading dimension ldb. The epilogue, applied while C is in registers:
-//   accumulate  C = C + alpha * acc (one fused multiply-add; the SGD update), else
-//               C = alpha * acc
-//   bias        + bias[j]                          (forward)
-//   act         relu / leaky-relu of the result    (forward)
-//   deriv       times act'(H[i][j]) where H has C's shape and ldc (backward)
-// Three combinations are used and supported: accumulate alone (update), bias and/or
-// act (forward), deriv alone (backward).
-//
-// Tile order: column panels of C outside, row blocks inside. One NR-column panel of B
-// (layer 1's W: 784 x 64 floats, 200 KB) then stays in L2 while every row block of A
-// streams past it; with row blocks outside, the whole of B (800 KB) passes through L2
-// for every 6-row block and, at batch 512, the batch's activations push it out. Each
-// element is still one sum over K in the same order: the order of tiles changes no bit.
-// (Two refinements for large layers, in matmul_block and matmul_tiles: row blocks outside
-// when B is small and C large, and K in blocks of KC.)
+// matrix products: matmul() and transpose() from common/gemm.h (the one kernel)
 //
 // matmul() runs all the tiles in the calling thread (critical/reduction: each thread on
 // its own rows). loop shares the tiles of a product out over the team with an orphaned
-// `omp for` (dense_forward_team, dense_update_team). A tile computes each of its
-// elements over the whole K in serial's order, so who computes a tile never changes the
-// result.
+// `omp for` (dense_forward_team, dense_update_team) through matmul_tile(). A tile computes
+// each of its elements over the whole K in serial's order, so who computes a tile never
+// changes the result.
 
-enum { ACT_NONE = -1 };
-
-typedef struct {
-    float alpha;
-    int accumulate;
-    const float *bias;
-    int act;                    /* ACT_NONE, ACT_RELU, ACT_LEAKY_RELU (sigmoid: separate pass) */
-    const float *deriv;         /* activations whose derivative multiplies the result */
-    int deriv_act;
-} epilogue;
-
-static const epilogue EPI_PLAIN = { 1.0f, 0, NULL, ACT_NONE, NULL, ACT_NONE };
-
-/* The scalar definition of the epilogue; the AVX-512 path computes the same values. */
-static inline float epilogue_one(const epilogue *e, float acc, float c_old, int j, float h) {
-    float v = e->accumulate ? fmaf(e->alpha, acc, c_old) : e->alpha * acc;
-    if (e->bias) v += e->bias[j];
-    if (e->act == ACT_RELU) v = v > 0.0f ? v : 0.0f;
-    else if (e->act == ACT_LEAKY_RELU) v = v > 0.0f ? v : LEAKY_RELU_SLOPE * v;
-    if (e->deriv) {
-        if (e->deriv_act == ACT_RELU) v = h > 0.0f ? v : 0.0f;
-        else if (e->deriv_act == ACT_LEAKY_RELU) v = h > 0.0f ? v : LEAKY_RELU_SLOPE * v;
-        else if (e->deriv_act == ACT_SIGMOID) v = v * (h * (1.0f - h));
-    }
-    return v;
-}
-
-/* What the epilogue does, as a compile-time constant inside the kernel (a runtime
- * test per stored vector costs a third of the time of a K = 64 product). EPI_STORE
- * (C = alpha * acc, nothing else: a thread's plain gradient) is this trainer's
- * addition: serial reaches it only through EPI_FORWARD's runtime tests. */
-enum { EPI_FORWARD, EPI_BACKWARD, EPI_UPDATE, EPI_STORE, EPI_CONTINUE };
-
-#if defined(__AVX512F__)
-#define MR 6    /* rows of C per micro-tile */
-#define NR 64   /* columns per micro-tile: four 16-float vectors; 6 x 4 = 24 zmm accumulators */
-
-static inline __attribute__((always_inline)) __m512
-epilogue_vec(const int kind, const epilogue *e, __m512 acc, const float *c, const float *bias,
-             const float *h, __mmask16 m) {
-    if (kind == EPI_CONTINUE) return acc;   /* partial sums (a K block's): stored as they are */
-    if (kind == EPI_UPDATE)                 /* C + alpha * acc, one rounding */
-        return _mm512_fmadd_ps(_mm512_set1_ps(e->alpha), acc, _mm512_maskz_loadu_ps(m, c));
-    __m512 v = _mm512_mul_ps(_mm512_set1_ps(e->alpha), acc);
-    if (kind == EPI_STORE) return v;
-    if (kind == EPI_FORWARD) {
-        if (bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, bias));
-        if (e->act == ACT_RELU) v = _mm512_max_ps(v, _mm512_setzero_ps());
-        else if (e->act == ACT_LEAKY_RELU) {
-            __mmask16 pos = _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_GT_OQ);
-            v = _mm512_mask_blend_ps(pos, _mm512_mul_ps(v, _mm512_set1_ps(LEAKY_RELU_SLOPE)), v);
-        }
-        return v;
-    }
-    __m512 hv = _mm512_maskz_loadu_ps(m, h);   /* EPI_BACKWARD: times act'(h) */
-    if (e->deriv_act == ACT_SIGMOID)
-        return _mm512_mul_ps(v, _mm512_mul_ps(hv, _mm512_sub_ps(_mm512_set1_ps(1.0f), hv)));
-    __mmask16 pos = _mm512_cmp_ps_mask(hv, _mm512_setzero_ps(), _CMP_GT_OQ);
-    __m512 neg = e->deriv_act == ACT_LEAKY_RELU ? _mm512_mul_ps(v, _mm512_set1_ps(LEAKY_RELU_SLOPE))
-                                                : _mm512_setzero_ps();
-    return _mm512_mask_blend_ps(pos, neg, v);
-}
-
-/* One mr x (16 nv) tile of C over the whole K: per k, nv vector loads of B, mr broadcasts
- * of A, mr * nv fused multiply-adds (24 FMAs for 10 loads in the full 6 x 64 tile, so
- * the FMA units, not the load ports, set the pace). mr and nv are compile-time
- * constants at every call site, so unused rows and vectors vanish. The accumulators
- * are named variables, not an array: GCC keeps an array of vectors in memory and
- * stores it on every k. Only the last vector of a row may be partial (mask mlast). */
-#define TILE_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
-static inline __attribute__((always_inline)) void
-micro_tile(const int kind, const int mr, const int nv, int K, const float *restrict A, long a_row, long a_col,
-           const float *restrict B, long ldb, float *restrict C, long ldc, __mmask16 mlast,
-           const epilogue *e, int j, long h_off, const float *P, long ldp) {
-#define DECLARE(r) __m512 c##r##_0 = _mm512_setzero_ps(), c##r##_1 = c##r##_0, c##r##_2 = c##r##_0, c##r##_3 = c##r##_0;
-    TILE_ROWS(DECLARE)
-#undef DECLARE
-    if (P) {    /* the sums go on from the previous K block's partial sums P (one test per tile) */
-#define INIT_VEC(r, v) if (nv > v) c##r##_##v = _mm512_maskz_loadu_ps(nv - 1 == v ? mlast : (__mmask16)0xFFFF, \
-                                                                     P + r * ldp + 16 * v);
-#define INIT_ROW(r) if (mr > r) { INIT_VEC(r, 0) INIT_VEC(r, 1) INIT_VEC(r, 2) INIT_VEC(r, 3) }
-        TILE_ROWS(INIT_ROW)
-#undef INIT_ROW
-#undef INIT_VEC
-    }
-#define LOAD_B(v) (nv > v ? (nv - 1 == v ? _mm512_maskz_loadu_ps(mlast, bk + 16 * v) : _mm512_loadu_ps(bk + 16 * v)) \
-                          : _mm512_setzero_ps())
-    for (int k = 0; k < K; k++) {
-        const float *bk = B + (long)k * ldb;
-        __m512 b0 = LOAD_B(0), b1 = LOAD_B(1), b2 = LOAD_B(2), b3 = LOAD_B(3);
-        const float *a = A + (long)k * a_col;
-#define FMA_ROW(r) if (mr > r) { __m512 av = _mm512_set1_ps(a[r * a_row]); \
-                                 c##r##_0 = _mm512_fmadd_ps(av, b0, c##r##_0); \
-                                 if (nv > 1) c##r##_1 = _mm512_fmadd_ps(av, b1, c##r##_1); \
-                                 if (nv > 2) c##r##_2 = _mm512_fmadd_ps(av, b2, c##r##_2); \
-                                 if (nv > 3) c##r##_3 = _mm512_fmadd_ps(av, b3, c##r##_3); }
-        TILE_ROWS(FMA_ROW)
-#undef FMA_ROW
-    }
-#undef LOAD_B
-#define STORE_VEC(r, v) if (nv > v) { \
-        __mmask16 m = nv - 1 == v ? mlast : (__mmask16)0xFFFF; \
-        float *c = C + r * ldc + 16 * v; \
-        const float *bias = kind == EPI_FORWARD && e->bias ? e->bias + j + 16 * v : NULL; \
-        const float *h = kind == EPI_BACKWARD ? e->deriv + h_off + r * ldc + 16 * v : NULL; \
-        _mm512_mask_storeu_ps(c, m, epilogue_vec(kind, e, c##r##_##v, c, bias, h, m)); }
-#define STORE_ROW(r) if (mr > r) { STORE_VEC(r, 0) STORE_VEC(r, 1) STORE_VEC(r, 2) STORE_VEC(r, 3) }
-    TILE_ROWS(STORE_ROW)
-#undef STORE_ROW
-#undef STORE_VEC
-}
-
-#define TILE_CASE_NV(MRV) switch (nv) { \
-    case 4: micro_tile(kind, MRV, 4, K, Ai, a_row, a_col, B + j, ldb, Cij, ldc, mlast, e, j, h_off, Pij, ldp); break; \
-    case 3: micro_tile(kind, MRV, 3, K, Ai, a_row, a_col, B + j, ldb, Cij, ldc, mlast, e, j, h_off, Pij, ldp); break; \
-    case 2: micro_tile(kind, MRV, 2, K, Ai, a_row, a_col, B + j, ldb, Cij, ldc, mlast, e, j, h_off, Pij, ldp); break; \
-    default: micro_tile(kind, MRV, 1, K, Ai, a_row, a_col, B + j, ldb, Cij, ldc, mlast, e, j, h_off, Pij, ldp); break; }
-
-/* The tile of C at row i, column j (at most MR x NR), its sums started from the same
- * tile of P (NULL: from zero). */
-static inline __attribute__((always_inline)) void
-matmul_tile(const int kind, int i, int j, int M, int N, int K, const float *A, long a_row, long a_col,
-            const float *B, long ldb, float *C, long ldc, const epilogue *e, const float *P, long ldp) {
-    int mr = M - i < MR ? M - i : MR;
-    const float *Ai = A + (long)i * a_row;
-    int nc = N - j < NR ? N - j : NR;
-    int nv = (nc + 15) / 16;
-    int tail = nc - 16 * (nv - 1);                       /* 1..16 columns */
-    __mmask16 mlast = (__mmask16)(tail == 16 ? 0xFFFF : (1u << tail) - 1);
-    float *Cij = C + (long)i * ldc + j;
-    const float *Pij = P ? P + (long)i * ldp + j : NULL;
-    long h_off = (long)i * ldc + j;
-    switch (mr) {
-    case 6: TILE_CASE_NV(6) break;
-    case 5: TILE_CASE_NV(5) break;
-    case 4: TILE_CASE_NV(4) break;
-    case 3: TILE_CASE_NV(3) break;
-    case 2: TILE_CASE_NV(2) break;
-    default: TILE_CASE_NV(1) break;
-    }
-}
-#else
-/* Portable path: the same tiling with plain loops the compiler vectorizes along j. */
-#define MR 4
-#define NR 32
-static inline void
-matmul_tile(const int kind, int i, int j, int M, int N, int K, const float *A, long a_row, long a_col,
-            const float *B, long ldb, float *C, long ldc, const epilogue *e, const float *P, long ldp) {
-    int mr = M - i < MR ? M - i : MR;
-    int nc = N - j < NR ? N - j : NR;
-    float acc[MR][NR];
-    memset(acc, 0, sizeof acc);
-    if (P)
-        for (int r = 0; r < mr; r++)
-            for (int c = 0; c < nc; c++) acc[r][c] = P[(long)(i + r) * ldp + j + c];
-    for (int k = 0; k < K; k++) {
-        const float *restrict b = B + (long)k * ldb + j;
-        for (int r = 0; r < mr; r++) {
-            float a = A[(long)(i + r) * a_row + (long)k * a_col];
-            for (int c = 0; c < nc; c++) acc[r][c] = fmaf(a, b[c], acc[r][c]);
-        }
-    }
-    for (int r = 0; r < mr; r++)
-        for (int c = 0; c < nc; c++) {
-            long at = (long)(i + r) * ldc + j + c;
-            C[at] = kind == EPI_CONTINUE ? acc[r][c]
-                                         : epilogue_one(e, acc[r][c], C[at], j + c, e->deriv ? e->deriv[at] : 0.0f);
-        }
-}
-#endif
-
-/* Blocking over K, as serial's kernel (see there): K in blocks of KC, each tile of a
- * block started from the partial sums the block before stored (in C, or for the update
- * in a scratch of M x N floats), the epilogue in the last block only; no bit changes. */
-#ifndef KC
-#define KC 512
-#endif
-
-/* All tiles of one K block, in the calling thread, in serial's order: column panels,
- * then row blocks, except for a small B (at most 64 K floats) and a large C (over 256 K
- * floats): row blocks outside (see serial). */
-static inline __attribute__((always_inline)) void
-matmul_block(const int kind, int M, int N, int K, const float *A, long a_row, long a_col,
-             const float *B, long ldb, float *C, long ldc, const epilogue *e, const float *P, long ldp) {
-    int rows_outside = (long)K * N <= 65536 && (long)M * N > 262144;
-    for (int i = 0, j = 0; i < M && j < N;) {   /* one call site: the tile code is inlined once */
-        matmul_tile(kind, i, j, M, N, K, A, a_row, a_col, B, ldb, C, ldc, e, P, ldp);
-        if (rows_outside) { if ((j += NR) >= N) { j = 0; i += MR; } }
-        else if ((i += MR) >= M) { i = 0; j += NR; }
-    }
-}
-/* One tile of a K block before the last (loop's team products): partial sums into P,
- * started from `from` (NULL: from zero); one copy of the tile code for both team loops */
-static void matmul_tile_partial(int i, int j, int M, int N, int K, const float *A, long a_row, long a_col,
-                                const float *B, long ldb, float *P, long ldp, const float *from) {
-    matmul_tile(EPI_CONTINUE, i, j, M, N, K, A, a_row, a_col, B, ldb, P, ldp, &EPI_PLAIN, from, ldp);
-}
-
-/* A K block before the last: partial sums, whatever the product (one copy of the code) */
-static void matmul_block_partial(int M, int N, int K, const float *A, long a_row, long a_col,
-                                 const float *B, long ldb, float *P, long ldp, const float *from) {
-    matmul_block(EPI_CONTINUE, M, N, K, A, a_row, a_col, B, ldb, P, ldp, &EPI_PLAIN, from, ldp);
-}
-
-/* The update's partial sums over its K blocks: one buffer per thread, grown to the
- * largest M x N asked for and kept, since the update runs every step (the system frees it
- * at exit). NULL when out of memory: the caller then runs one block over all of K. */
-static float *update_scratch(size_t n) {
-    static _Thread_local float *buf;
-    static _Thread_local size_t cap;
-    if (n > cap) {
-        free(buf);
-        buf = aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64);
-        cap = buf ? n : 0;
-    }
-    return buf;
-}
-
-/* All tiles over all of K, in the calling thread */
-static inline __attribute__((always_inline)) void
-matmul_tiles(const int kind, int M, int N, int K, const float *A, long a_row, long a_col,
-             const float *B, long ldb, float *C, long ldc, const epilogue *e) {
-    float *P = C;
-    long ldp = ldc;
-    if (K > KC && kind == EPI_UPDATE) {
-        P = update_scratch((size_t)M * (size_t)N);
-        ldp = N;
-    }
-    for (int k0 = 0;; k0 += KC) {   /* K <= KC, or no scratch: one block over all of K */
-        int kc = K - k0 <= KC || !P ? K - k0 : KC;
-        const float *Ak = A + (long)k0 * a_col, *Bk = B + (long)k0 * ldb;
-        const float *from = k0 || kind == EPI_CONTINUE ? P : NULL;
-        if (k0 + kc < K) { matmul_block_partial(M, N, kc, Ak, a_row, a_col, Bk, ldb, P, ldp, from); continue; }
-        matmul_block(kind, M, N, kc, Ak, a_row, a_col, Bk, ldb, C, ldc, e, from, ldp);
-        break;
-    }
-}
-
-static void matmul(int M, int N, int K, const float *A, long a_row, long a_col,
-                   const float *B, long ldb, float *C, long ldc, const epilogue *e) {
-    if (e->accumulate) matmul_tiles(EPI_UPDATE, M, N, K, A, a_row, a_col, B, ldb, C, ldc, e);
-    else if (e->deriv) matmul_tiles(EPI_BACKWARD, M, N, K, A, a_row, a_col, B, ldb, C, ldc, e);
-    else if (!e->bias && e->act == ACT_NONE) matmul_tiles(EPI_STORE, M, N, K, A, a_row, a_col, B, ldb, C, ldc, e);
-    else matmul_tiles(EPI_FORWARD, M, N, K, A, a_row, a_col, B, ldb, C, ldc, e);
-}
-
-/* dst[j * ld + i] = src[i * cols + j]: the transpose of a block of rows of src lands in
- * the same block of columns of dst (ld = rows of the whole matrix). In 16 x 16 blocks so
- * that both the reads and the strided writes stay within a few cache lines. */
-static void transpose(const float *restrict src, int rows, int cols, float *restrict dst, long ld) {
-    enum { BLOCK = 16 };
-    for (int i0 = 0; i0 < rows; i0 += BLOCK)
-        for (int j0 = 0; j0 < cols; j0 += BLOCK) {
-            int i1 = i0 + BLOCK < rows ? i0 + BLOCK : rows, j1 = j0 + BLOCK < cols ? j0 + BLOCK : cols;
-            for (int j = j0; j < j1; j++)
-                for (int i = i0; i < i1; i++) dst[(long)j * ld + i] = src[(long)i * cols + j];
-        }
-}
 
 /* W^T[j + c][r] = panel[r][c] for rows i..i+MR of the panel (in x wd) of W that starts
  * at column j: the thread that updated the tile refreshes its transpose too (loop). */
@@ -494,20 +214,6 @@ typedef struct {
     double critical;              /* seconds in the critical construct (entering + inside), this epoch */
     double barrier;               /* seconds waiting at barriers, this epoch */
 } thread_stats;
-
-/* Every buffer starts on a 64-byte boundary: a misaligned 64-byte vector load spans
- * two cache lines, which costs a quarter of the kernel's speed. */
-static float *alloc_floats(long n) {
-    size_t bytes = ((size_t)n * sizeof(float) + 63) / 64 * 64;
-    return aligned_alloc(64, bytes ? bytes : 64);
-}
-#define PAD16(n) (((n) + 15L) / 16 * 16)   /* floats: keep each view 64-byte aligned */
-
-static float *zeroed_floats(long n) {
-    float *p = alloc_floats(n);
-    if (p) memset(p, 0, sizeof(float) * (size_t)n);
-    return p;
-}
 
 /* offset of W[l] (and b[l]) in the parameter layout */
 static long w_offset(const mlp *m, int l) { return m->W[l] - m->params; }
@@ -628,17 +334,6 @@ static void mlp_free(mlp *m) {
     for (int l = 2; l <= m->n_layers; l++) free(m->wt[l]);
 }
 
-/* model FLOP per training sample: forward 2*in*out per layer, weight gradients the
- * same, input gradients for every layer but the first (elementwise work not counted) */
-static double mlp_flops_per_sample(const mlp *m) {
-    double f = 0;
-    for (int l = 1; l <= m->n_layers; l++) {
-        double io = (double)m->size[l - 1] * m->size[l];
-        f += 4 * io + (l > 1 ? 2 * io : 0);
-    }
-    return f;
-}
-
 /* A barrier, timed: the wait is added to the thread's counters. */
 static void team_barrier(thread_stats *st) {
     double t0 = timer_now();
@@ -652,10 +347,6 @@ static void team_barrier(thread_stats *st) {
 // critical/reduction: each thread runs serial's forward on its own rows and buffers.
 // loop: layer 1 for all rows by column panels (dense_forward_team, then a barrier);
 //   layers 2..L by rows, each thread its own rows straight through (train_step_loop).
-
-static void sigmoid_inplace(float *x, long n) {
-    for (long i = 0; i < n; i++) x[i] = 1.0f / (1.0f + expf(-x[i]));
-}
 
 /* act[l] = activation(act[l-1] . W[l] + b[l]); the last layer leaves logits. */
 static void dense_forward(const mlp *m, work *w, int l, int rows) {
@@ -710,30 +401,6 @@ static void dense_forward_team(const mlp *m, work *w, const float *x, int rows) 
                 }
             }
     }
-}
-
-/* Softmax + cross-entropy on the logits in place: leaves dL/dlogits = p - onehot
- * (per sample, not yet divided by the batch size). Returns the summed loss (double)
- * and counts correct argmax predictions. */
-static double softmax_xent(float *restrict z, const unsigned char *restrict y, int rows, int classes,
-                           long *correct) {
-    double loss = 0.0;
-    for (int i = 0; i < rows; i++) {
-        float *zi = z + (long)i * classes;
-        int best = 0;
-        float mx = zi[0];
-        for (int c = 1; c < classes; c++) if (zi[c] > mx) { mx = zi[c]; best = c; }
-        float zy = zi[y[i]] - mx;
-        float sum = 0.0f;
-        for (int c = 0; c < classes; c++) { zi[c] = expf(zi[c] - mx); sum += zi[c]; }
-        /* -log p_y = log(sum) - (z_y - max): finite even when p_y underflows */
-        loss += (double)logf(sum) - (double)zy;
-        float inv = 1.0f / sum;
-        for (int c = 0; c < classes; c++) zi[c] *= inv;
-        zi[y[i]] -= 1.0f;
-        *correct += best == y[i];
-    }
-    return loss;
 }
 
 // ----------------------------------------------------------------------------
@@ -1136,12 +803,6 @@ static void train_step_model(const mlp *v, work *ws, thread_stats *st, const flo
 // ----------------------------------------------------------------------------
 // data movement and evaluation
 
-static int argmax10(const float *z, int classes) {
-    int best = 0;
-    for (int c = 1; c < classes; c++) if (z[c] > z[best]) best = c;
-    return best;
-}
-
 /* Percent of test samples classified correctly; predictions optional. Each block of
  * EVAL_BATCH test rows is split like a training batch: critical/reduction, each thread
  * forwards its slice with its own buffers (no barrier); loop, layer 1 by the team, then
@@ -1183,22 +844,6 @@ static double evaluate(const mlp *m, work *ws, thread_stats *st, int T, int accu
     long correct = 0;
     for (int t = 0; t < T; t++) correct += st[t].correct;
     return 100.0 * (double)correct / (double)d->n;
-}
-
-static void print_predictions(const dataset *d, const unsigned char *pred, int k) {
-    static const char shades[] = " .:-=+*#%@";
-    int step = d->side > 28 ? d->side / 28 : 1;
-    for (int s = 0; s < k && s < d->n; s++) {
-        printf("test image %d: predicted %d, true %d%s\n", s, pred[s], d->y[s], pred[s] == d->y[s] ? "" : "  <-- wrong");
-        for (int r = 0; r < d->side; r += step) {
-            for (int c = 0; c < d->side; c += step) {
-                float v = d->x[(size_t)s * d->features + (size_t)r * d->side + c];
-                int q = (int)(v * 9.999f);
-                putchar(shades[q < 0 ? 0 : q > 9 ? 9 : q]);
-            }
-            putchar('\n');
-        }
-    }
 }
 
 // ----------------------------------------------------------------------------
@@ -1285,11 +930,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     memset(st, 0, sizeof(thread_stats) * (size_t)T);
-    char hidden[128], dname[256];
-    options_hidden_string(o, hidden, sizeof hidden);
-    options_dataset_name(o, dname, sizeof dname);
-    const char *variant = accum_names[accum];
-    double flops_epoch = mlp_flops_per_sample(&m) * (double)train_n;
+    const char *variant = ACCUM[accum].name;
     printf("openmp: %s MLP %d", options_activation_name(o->activation), m.size[0]);
     for (int l = 1; l <= m.n_layers; l++) printf("-%d", m.size[l]);
     printf(" (%ld parameters), %s: %ld train / %ld test, %dx%d, batch %ld, lr %g, seed %llu, accum %s, "
@@ -1367,36 +1008,23 @@ int main(int argc, char **argv) {
     double total = timer_now() - t_start;
 
     /* results */
-    int ne = o->epochs > 1 ? o->epochs - 1 : 1, e0 = o->epochs > 1 ? 1 : 0;
-    double median = results_median(epoch_sec + e0, ne);
-    double sync_median = results_median(sync_sec + e0, ne);
-    double barrier_median = results_median(barrier_sec + e0, ne);
-    result_row row = {
-        .program = PROGRAM, .variant = variant, .ranks = 1, .threads = T,
-        .omp_wait_policy = wait_policy,
-        .dataset = dname, .image_size = train.side, .train_n = train_n, .test_n = test_n,
-        .hidden = hidden, .activation = options_activation_name(o->activation), .batch = o->batch,
-        .epochs = o->epochs, .lr = o->lr, .seed = o->seed, .epoch_seconds_median = median,
-        .total_seconds = total, .comm_seconds = 0.0, .sync_seconds = sync_median,
-        .samples_per_second = (double)train_n / median,
-        .gflops = flops_epoch / median / 1e9, .final_train_loss = loss_curve[o->epochs - 1],
-        .test_accuracy = acc_curve[o->epochs - 1], .train_loss_curve = loss_curve,
-        .test_acc_curve = acc_curve, .epoch_seconds = epoch_sec, .n_curve = o->epochs,
-    };
+    double sync_median = results_epoch_median(sync_sec, o->epochs);
+    double barrier_median = results_epoch_median(barrier_sec, o->epochs);
+    result_row row;
+    results_fill(&row, PROGRAM, variant, 1, T, o, train.side, train_n, test_n, dense_flops_per_sample(m.size, m.n_layers),
+                 total, loss_curve, acc_curve, epoch_sec);
+    row.sync_seconds = sync_median;
     if (o->predict) print_predictions(&test, pred, o->predict);
-    if (results_append(o->csv, &row, err, sizeof err)) {
+    char sync_what[96];
+    if (accum == ACCUM_CRITICAL)
+        snprintf(sync_what, sizeof sync_what, "sync critical %.3f s (+ barriers %.3f s) per epoch (all threads)",
+                 sync_median, barrier_median);
+    else
+        snprintf(sync_what, sizeof sync_what, "sync barriers %.3f s per epoch (all threads)", barrier_median);
+    if (results_finish(&row, o->csv, NULL, sync_what, err, sizeof err)) {
         fprintf(stderr, PROGRAM ": %s\n", err);
         return 1;
     }
-    char sync_what[96];
-    if (accum == ACCUM_CRITICAL)
-        snprintf(sync_what, sizeof sync_what, "critical %.3f s (+ barriers %.3f s)", sync_median, barrier_median);
-    else
-        snprintf(sync_what, sizeof sync_what, "barriers %.3f s", barrier_median);
-    printf("openmp: %s, %d threads | %d epochs | epoch median %.3f s | %.1fk samples/s | %.1f GFLOP/s | "
-           "sync %s per epoch (all threads) | loss %.4f | test acc %.2f%% | csv %s\n",
-           variant, T, o->epochs, median, row.samples_per_second / 1e3, row.gflops, sync_what,
-           row.final_train_loss, row.test_accuracy, strcmp(o->csv, "none") ? o->csv : "(none)");
 
     for (int i = 0; i < n_work; i++) work_free(&ws[i], &m);
     for (int i = 0; views && i < T; i++) mlp_replica_free(&views[i], &m);

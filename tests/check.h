@@ -2,8 +2,8 @@
  * tests/check.h — the tiny reporting convention of partrain's C tests.
  * Each check prints one line, "PASS <name>", "FAIL <name>: <detail>" or
  * "SKIP <name>: <reason>"; tests/run.sh counts them and prints the verdict line.
- * A test program exits 1 if any of its checks failed. Comparisons are NaN-safe:
- * a check passes only if !(err > tol) is false, i.e. err <= tol holds.
+ * A test program exits 1 if any of its checks failed. Comparisons are NaN-safe: a
+ * check passes only if err <= tol holds, which is false when err is NaN.
  */
 #ifndef PARTRAIN_CHECK_H
 #define PARTRAIN_CHECK_H

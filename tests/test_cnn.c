@@ -301,7 +301,7 @@ static void test_gradient_check(void) {
     for (long p = 0; p < m.params_alloc; p++) m.params[p] *= 1.5f;      /* livelier gradients */
     for (int f = 0; f < F; f++) m.bc[f] = 0.05f * (float)(f - 1);
     m.bd[3] = 0.1f;
-    transpose(m.Wd, CLASSES, m.features, m.WdT);
+    transpose(m.Wd, CLASSES, m.features, m.WdT, CLASSES);
     /* analytic gradient: one SGD step with lr = 1 on a copy, g = old - new */
     memcpy(g.params, m.params, sizeof(float) * (size_t)m.params_alloc);
     memcpy(g.WdT, m.WdT, sizeof(float) * (size_t)m.features * CLASSES);
@@ -313,13 +313,13 @@ static void test_gradient_check(void) {
         float keep = m.params[p];
         double eps = 1e-3;
         m.params[p] = keep + (float)eps;
-        transpose(m.Wd, CLASSES, m.features, m.WdT);
+        transpose(m.Wd, CLASSES, m.features, m.WdT, CLASSES);
         double up = mean_loss(&m, &d, idx, rows);
         m.params[p] = keep - (float)eps;
-        transpose(m.Wd, CLASSES, m.features, m.WdT);
+        transpose(m.Wd, CLASSES, m.features, m.WdT, CLASSES);
         double down = mean_loss(&m, &d, idx, rows);
         m.params[p] = keep;
-        transpose(m.Wd, CLASSES, m.features, m.WdT);
+        transpose(m.Wd, CLASSES, m.features, m.WdT, CLASSES);
         double numeric = (up - down) / (2 * eps);
         double err = fabs(numeric - analytic), tol = 5e-4 + 2e-2 * fabs(numeric);
         if (!(err <= tol)) bad++;

@@ -2,12 +2,11 @@
  * tests/test_serial.c — unit tests of serial/serial.c's maths (llm.c style: the
  * trainer is #included with TESTING defined, so its static functions are testable).
  *
- * Hand-computed values for the matrix products and each layer's forward and backward
- * (dense, relu, sigmoid, leaky-relu, softmax + cross-entropy); a reference comparison
- * of the kernel on awkward sizes (not multiples of the 8 x 32 tile, both A layouts,
- * every epilogue); a central finite-difference check of the whole network's gradient
- * on a tiny net for each activation; and the shared PRNG scheme pinned to golden
- * values, since every trainer must reproduce it bit for bit.
+ * Hand-computed values for each layer's forward and backward (dense, relu, sigmoid,
+ * leaky-relu, softmax + cross-entropy); a central finite-difference check of the whole
+ * network's gradient on a tiny net for each activation; and the shared PRNG scheme
+ * pinned to golden values, since every trainer must reproduce it bit for bit. The
+ * matrix kernel itself (common/gemm.h) has its own tests: tests/test_gemm.c.
  */
 #define TESTING
 #pragma GCC diagnostic ignored "-Wunused-function"
@@ -15,113 +14,10 @@
 #include "../serial/serial.c"
 #include "check.h"
 
-/* double-precision reference of matmul + epilogue */
-static void ref_matmul(int M, int N, int K, const float *A, long a_row, long a_col, const float *B,
-                       long ldb, float *C, long ldc, const epilogue *e) {
-    for (int i = 0; i < M; i++)
-        for (int j = 0; j < N; j++) {
-            double acc = 0;
-            for (int k = 0; k < K; k++) acc += (double)A[i * a_row + k * a_col] * B[(long)k * ldb + j];
-            long at = (long)i * ldc + j;
-            C[at] = epilogue_one(e, (float)acc, C[at], j, e->deriv ? e->deriv[at] : 0.0f);
-        }
-}
-
 static void fill(float *x, long n, uint64_t seed) {
     prng r;
     prng_init(&r, seed, 7);
     for (long i = 0; i < n; i++) x[i] = (float)(2.0 * prng_uniform(&r) - 1.0);
-}
-
-static void test_matmul_hand(void) {
-    /* A = [1 2 3; 4 5 6], B = [1 0; 0 1; 1 1] -> AB = [4 5; 10 11] */
-    float A[6] = {1, 2, 3, 4, 5, 6}, B[6] = {1, 0, 0, 1, 1, 1}, C[4] = {0};
-    float want[4] = {4, 5, 10, 11};
-    matmul_own(2, 2, 3, A, 3, 1, B, 2, C, 2, &EPI_PLAIN);
-    CHECK_CLOSE("matmul 2x3 . 3x2 by hand", C, want, 4, 0);
-
-    /* op(A) = A^T with A stored 3x2: At = [1 2 3; 4 5 6] stored as [[1,4],[2,5],[3,6]] */
-    float At[6] = {1, 4, 2, 5, 3, 6}, C2[4] = {0};
-    matmul_own(2, 2, 3, At, 1, 2, B, 2, C2, 2, &EPI_PLAIN);
-    CHECK_CLOSE("matmul transposed-A layout by hand", C2, want, 4, 0);
-
-    /* accumulate: C = C + alpha * AB with alpha = -0.5, C = 1 -> [-1 -1.5; -4 -4.5] */
-    float C3[4] = {1, 1, 1, 1}, want3[4] = {-1, -1.5f, -4, -4.5f};
-    epilogue u = EPI_PLAIN;
-    u.alpha = -0.5f; u.accumulate = 1;
-    matmul_own(2, 2, 3, A, 3, 1, B, 2, C3, 2, &u);
-    CHECK_CLOSE("matmul accumulate (SGD update) by hand", C3, want3, 4, 0);
-}
-
-#ifndef KC
-#define KC 512   /* the portable kernel has no K blocks; the shapes are still checked */
-#endif
-#define STR_(x) #x
-#define STR(x) STR_(x)
-
-/* Every epilogue the trainers use: bias + activation (3), times act'(H) (3), the update */
-static epilogue epilogue_variant(int variant, const float *bias, const float *H) {
-    static const int acts[] = {ACT_NONE, ACT_RELU, ACT_LEAKY_RELU};
-    epilogue e = EPI_PLAIN;
-    if (variant < 3) { e.bias = bias; e.act = acts[variant]; }
-    else if (variant < 6) { e.deriv = H; e.deriv_act = variant == 3 ? ACT_RELU : variant == 4 ? ACT_LEAKY_RELU : ACT_SIGMOID; }
-    else { e.alpha = -0.03f; e.accumulate = 1; }
-    return e;
-}
-
-/* Awkward shapes, both layouts of A, 7 epilogues: within 2e-5 of a double reference, and
- * bit for bit the plain chain of fused multiply-adds over k = 0..K-1 in order followed
- * by epilogue_one. The last four shapes cross K blocks (KC + 1; several blocks with a
- * tail; the update's partial sums then go to a scratch, so C must keep its old values
- * until the last block) or take row blocks outside (a large C with a small B): neither
- * may change a bit. */
-static void test_matmul_shapes(void) {
-    int shapes[][3] = {{1, 1, 1}, {7, 5, 3}, {8, 32, 16}, {9, 33, 17}, {11, 37, 5}, {64, 10, 128},
-                       {3, 300, 70}, {70, 16, 1}, {17, 48, 784},
-                       {7, 20, KC + 1}, {13, 70, 2 * KC + 37}, {6, 64, 3 * KC}, {1100, 250, 40}};
-    int nshapes = (int)(sizeof shapes / sizeof shapes[0]), bad = 0, not_chain = 0;
-    double worst = 0;
-    for (int s = 0; s < nshapes; s++) {
-        int M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
-        float *A = malloc(sizeof(float) * M * K), *B = malloc(sizeof(float) * K * N);
-        float *bias = malloc(sizeof(float) * N), *H = malloc(sizeof(float) * M * N);
-        float *C = malloc(sizeof(float) * M * N), *R = malloc(sizeof(float) * M * N);
-        float *F = malloc(sizeof(float) * M * N);
-        fill(A, (long)M * K, s); fill(B, (long)K * N, s + 100); fill(bias, N, s + 200); fill(H, (long)M * N, s + 300);
-        for (int layout = 0; layout < 2; layout++)
-            for (int variant = 0; variant < 7; variant++) {
-                epilogue e = epilogue_variant(variant, bias, H);
-                fill(C, (long)M * N, s + 400);
-                memcpy(R, C, sizeof(float) * M * N);
-                memcpy(F, C, sizeof(float) * M * N);
-                long a_row = layout ? 1 : K, a_col = layout ? M : 1;  /* layout 1: A stored K x M */
-                matmul_own(M, N, K, A, a_row, a_col, B, N, C, N, &e);
-                ref_matmul(M, N, K, A, a_row, a_col, B, N, R, N, &e);
-                double err = check_max_rel_err(C, R, (long)M * N);
-                if (!(err <= 2e-5)) bad++;
-                if (err > worst || err != err) worst = err;
-                for (int i = 0; i < M; i++)
-                    for (int j = 0; j < N; j++) {
-                        float acc = 0.0f;
-                        for (int k = 0; k < K; k++) acc = fmaf(A[i * a_row + k * a_col], B[(long)k * N + j], acc);
-                        long at = (long)i * N + j;
-                        F[at] = epilogue_one(&e, acc, F[at], j, H[at]);
-                    }
-                not_chain += memcmp(C, F, sizeof(float) * M * N) != 0;
-            }
-        free(A); free(B); free(bias); free(H); free(C); free(R); free(F);
-    }
-    CHECK("matmul vs double reference: 13 awkward shapes x 2 layouts x 7 epilogues", bad == 0,
-          "%d cases over tolerance 2e-5, worst relative error %.3g", bad, worst);
-    CHECK("matmul is one fma chain over K in order, bit for bit (K blocks of KC = " STR(KC)
-          ", either tile order): 13 shapes x 2 layouts x 7 epilogues",
-          not_chain == 0, "%d of %d cases differ", not_chain, nshapes * 14);
-}
-
-static void test_transpose(void) {
-    float a[6] = {1, 2, 3, 4, 5, 6}, t[6], want[6] = {1, 4, 2, 5, 3, 6};
-    transpose(a, 2, 3, t);
-    CHECK_CLOSE("transpose 2x3 by hand", t, want, 6, 0);
 }
 
 /* x = [1 2], W = [[1 -1] [0.5 2]] (in x out), b = [0.5 -4] -> z = [2.5 -1] */
@@ -180,7 +76,7 @@ static void test_activation_backward_hand(void) {
         float C[2];
         epilogue e = EPI_PLAIN;
         e.deriv = cases[c].h; e.deriv_act = cases[c].act;
-        matmul_own(1, 2, 1, A, 1, 1, B, 2, C, 2, &e);
+        matmul(1, 2, 1, A, 1, 1, B, 2, C, 2, &e);
         CHECK_CLOSE(cases[c].name, C, cases[c].want, 2, 1e-7);
     }
 }
@@ -273,9 +169,6 @@ static void test_prng_golden(void) {
 }
 
 int main(void) {
-    test_matmul_hand();
-    test_matmul_shapes();
-    test_transpose();
     test_dense_forward_hand();
     test_softmax_xent_hand();
     test_activation_backward_hand();

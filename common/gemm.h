@@ -1,0 +1,364 @@
+/*
+ * common/gemm.h — the one matrix kernel of partrain's CPU trainers (header-only).
+ *
+ *   C[M x N] (=|+=) alpha * op(A) . B, then an epilogue applied while C is in registers.
+ *
+ * Every CPU trainer (serial, openmp, mpi, pipeline, hybrid, cnn) includes this header and
+ * stays one translation unit, so the compiler specialises the kernel for each epilogue
+ * at each call site exactly as if it were written there. There is one AVX-512 path
+ * (6 x 64 register tile) and one portable path (plain loops the compiler vectorizes);
+ * both compute every element as the same chain of fmaf() over K in order, followed by
+ * the same epilogue operations, so they give the same bits (tests/test_gemm.c checks
+ * both builds against that chain). Design and measurements: docs/kernel.md.
+ *
+ * op(A)[i][k] = A[i * a_row + k * a_col]: a row-major A is (a_row = lda, a_col = 1);
+ * the transpose of a row-major K x M matrix is (a_row = 1, a_col = lda). B is row-major
+ * K x N with leading dimension ldb. The epilogue:
+ *   accumulate  C = C + alpha * acc (one fused multiply-add; the SGD update), else
+ *               C = alpha * acc
+ *   bias        + bias[j]                          (forward)
+ *   act         relu / leaky-relu of the result    (forward)
+ *   deriv       times act'(H[i][j]) where H has C's shape and ldc (backward)
+ * Supported combinations: accumulate alone (update), bias and/or act (forward), deriv
+ * alone (backward); matmul_continue() goes on with the sums already in C.
+ *
+ * The including file must include <immintrin.h> (when __AVX512F__), <math.h>,
+ * <stdlib.h>, <string.h> and options.h (ACT_*, LEAKY_RELU_SLOPE) first; it may define
+ * KC. Compile with -ffp-contract=off or in ISO C mode (-std=c11), so that no product
+ * and sum are contracted behind the kernel's back.
+ */
+#ifndef PARTRAIN_GEMM_H
+#define PARTRAIN_GEMM_H
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "options.h"
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+#ifdef HAVE_CBLAS
+#include <cblas.h>
+#endif
+
+enum { ACT_NONE = -1 };
+
+typedef struct {
+    float alpha;
+    int accumulate;
+    const float *bias;
+    int act;                    /* ACT_NONE, ACT_RELU, ACT_LEAKY_RELU (sigmoid: separate pass) */
+    const float *deriv;         /* activations whose derivative multiplies the result */
+    int deriv_act;
+} epilogue;
+
+static const epilogue EPI_PLAIN = { 1.0f, 0, NULL, ACT_NONE, NULL, ACT_NONE };
+
+/* The scalar definition of the epilogue; the AVX-512 path computes the same values. */
+static inline float epilogue_one(const epilogue *e, float acc, float c_old, int j, float h) {
+    float v = e->accumulate ? fmaf(e->alpha, acc, c_old) : e->alpha * acc;
+    if (e->bias) v += e->bias[j];
+    if (e->act == ACT_RELU) v = v > 0.0f ? v : 0.0f;
+    else if (e->act == ACT_LEAKY_RELU) v = v > 0.0f ? v : LEAKY_RELU_SLOPE * v;
+    if (e->deriv) {
+        if (e->deriv_act == ACT_RELU) v = h > 0.0f ? v : 0.0f;
+        else if (e->deriv_act == ACT_LEAKY_RELU) v = h > 0.0f ? v : LEAKY_RELU_SLOPE * v;
+        else if (e->deriv_act == ACT_SIGMOID) v = v * (h * (1.0f - h));
+    }
+    return v;
+}
+
+/* What the epilogue does, as a compile-time constant inside the kernel (a runtime test
+ * per stored vector costs a third of the time of a K = 64 product). EPI_STORE is
+ * C = alpha * acc alone (a thread's plain gradient); EPI_CONTINUE stores the raw sums
+ * (a K block before the last, or matmul_continue). */
+enum { EPI_FORWARD, EPI_BACKWARD, EPI_UPDATE, EPI_STORE, EPI_CONTINUE };
+
+#if defined(__AVX512F__) && !defined(GEMM_PORTABLE)
+#define GEMM_PATH "avx512"
+#define MR 6    /* rows of C per micro-tile */
+#define NR 64   /* columns per micro-tile: four 16-float vectors; 6 x 4 = 24 zmm accumulators */
+
+static inline __attribute__((always_inline)) __m512
+epilogue_vec(const int kind, const epilogue *e, __m512 acc, const float *c, const float *bias,
+             const float *h, __mmask16 m) {
+    if (kind == EPI_CONTINUE) return acc;   /* partial sums (a K block's): stored as they are */
+    if (kind == EPI_UPDATE)                 /* C + alpha * acc, one rounding */
+        return _mm512_fmadd_ps(_mm512_set1_ps(e->alpha), acc, _mm512_maskz_loadu_ps(m, c));
+    __m512 v = _mm512_mul_ps(_mm512_set1_ps(e->alpha), acc);
+    if (kind == EPI_STORE) return v;
+    if (kind == EPI_FORWARD) {
+        if (bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, bias));
+        if (e->act == ACT_RELU) v = _mm512_max_ps(v, _mm512_setzero_ps());
+        else if (e->act == ACT_LEAKY_RELU) {
+            __mmask16 pos = _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_GT_OQ);
+            v = _mm512_mask_blend_ps(pos, _mm512_mul_ps(v, _mm512_set1_ps(LEAKY_RELU_SLOPE)), v);
+        }
+        return v;
+    }
+    __m512 hv = _mm512_maskz_loadu_ps(m, h);   /* EPI_BACKWARD: times act'(h) */
+    if (e->deriv_act == ACT_SIGMOID)
+        return _mm512_mul_ps(v, _mm512_mul_ps(hv, _mm512_sub_ps(_mm512_set1_ps(1.0f), hv)));
+    __mmask16 pos = _mm512_cmp_ps_mask(hv, _mm512_setzero_ps(), _CMP_GT_OQ);
+    __m512 neg = e->deriv_act == ACT_LEAKY_RELU ? _mm512_mul_ps(v, _mm512_set1_ps(LEAKY_RELU_SLOPE))
+                                                : _mm512_setzero_ps();
+    return _mm512_mask_blend_ps(pos, neg, v);
+}
+
+/* One mr x (16 nv) tile of C over the whole K: per k, nv vector loads of B, mr broadcasts
+ * of A, mr * nv fused multiply-adds (24 FMAs for 10 loads in the full 6 x 64 tile, so
+ * the FMA units, not the load ports, set the pace). mr and nv are compile-time
+ * constants at every call site, so unused rows and vectors vanish. The accumulators
+ * are named variables, not an array: GCC keeps an array of vectors in memory and
+ * stores it on every k. Only the last vector of a row may be partial (mask mlast). */
+#define TILE_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
+static inline __attribute__((always_inline)) void
+micro_tile(const int kind, const int mr, const int nv, int K, const float *restrict A, long a_row, long a_col,
+           const float *restrict B, long ldb, float *restrict C, long ldc, __mmask16 mlast,
+           const epilogue *e, int j, long h_off, const float *P, long ldp) {
+#define DECLARE(r) __m512 c##r##_0 = _mm512_setzero_ps(), c##r##_1 = c##r##_0, c##r##_2 = c##r##_0, c##r##_3 = c##r##_0;
+    TILE_ROWS(DECLARE)
+#undef DECLARE
+    if (P) {    /* the sums go on from the previous K block's partial sums P (one test per tile) */
+#define INIT_VEC(r, v) if (nv > v) c##r##_##v = _mm512_maskz_loadu_ps(nv - 1 == v ? mlast : (__mmask16)0xFFFF, \
+                                                                     P + r * ldp + 16 * v);
+#define INIT_ROW(r) if (mr > r) { INIT_VEC(r, 0) INIT_VEC(r, 1) INIT_VEC(r, 2) INIT_VEC(r, 3) }
+        TILE_ROWS(INIT_ROW)
+#undef INIT_ROW
+#undef INIT_VEC
+    }
+#define LOAD_B(v) (nv > v ? (nv - 1 == v ? _mm512_maskz_loadu_ps(mlast, bk + 16 * v) : _mm512_loadu_ps(bk + 16 * v)) \
+                          : _mm512_setzero_ps())
+    for (int k = 0; k < K; k++) {
+        const float *bk = B + (long)k * ldb;
+        __m512 b0 = LOAD_B(0), b1 = LOAD_B(1), b2 = LOAD_B(2), b3 = LOAD_B(3);
+        const float *a = A + (long)k * a_col;
+#define FMA_ROW(r) if (mr > r) { __m512 av = _mm512_set1_ps(a[r * a_row]); \
+                                 c##r##_0 = _mm512_fmadd_ps(av, b0, c##r##_0); \
+                                 if (nv > 1) c##r##_1 = _mm512_fmadd_ps(av, b1, c##r##_1); \
+                                 if (nv > 2) c##r##_2 = _mm512_fmadd_ps(av, b2, c##r##_2); \
+                                 if (nv > 3) c##r##_3 = _mm512_fmadd_ps(av, b3, c##r##_3); }
+        TILE_ROWS(FMA_ROW)
+#undef FMA_ROW
+    }
+#undef LOAD_B
+#define STORE_VEC(r, v) if (nv > v) { \
+        __mmask16 m = nv - 1 == v ? mlast : (__mmask16)0xFFFF; \
+        float *c = C + r * ldc + 16 * v; \
+        const float *bias = kind == EPI_FORWARD && e->bias ? e->bias + j + 16 * v : NULL; \
+        const float *h = kind == EPI_BACKWARD ? e->deriv + h_off + r * ldc + 16 * v : NULL; \
+        _mm512_mask_storeu_ps(c, m, epilogue_vec(kind, e, c##r##_##v, c, bias, h, m)); }
+#define STORE_ROW(r) if (mr > r) { STORE_VEC(r, 0) STORE_VEC(r, 1) STORE_VEC(r, 2) STORE_VEC(r, 3) }
+    TILE_ROWS(STORE_ROW)
+#undef STORE_ROW
+#undef STORE_VEC
+}
+#undef TILE_ROWS
+
+#define TILE_CASE_NV(MRV) switch (nv) { \
+    case 4: micro_tile(kind, MRV, 4, K, Ai, a_row, a_col, B + j, ldb, Cij, ldc, mlast, e, j, h_off, Pij, ldp); break; \
+    case 3: micro_tile(kind, MRV, 3, K, Ai, a_row, a_col, B + j, ldb, Cij, ldc, mlast, e, j, h_off, Pij, ldp); break; \
+    case 2: micro_tile(kind, MRV, 2, K, Ai, a_row, a_col, B + j, ldb, Cij, ldc, mlast, e, j, h_off, Pij, ldp); break; \
+    default: micro_tile(kind, MRV, 1, K, Ai, a_row, a_col, B + j, ldb, Cij, ldc, mlast, e, j, h_off, Pij, ldp); break; }
+
+/* The tile of C at row i, column j (at most MR x NR), its sums started from the same
+ * tile of P (NULL: from zero). */
+static inline __attribute__((always_inline)) void
+matmul_tile(const int kind, int i, int j, int M, int N, int K, const float *A, long a_row, long a_col,
+            const float *B, long ldb, float *C, long ldc, const epilogue *e, const float *P, long ldp) {
+    int mr = M - i < MR ? M - i : MR;
+    const float *Ai = A + (long)i * a_row;
+    int nc = N - j < NR ? N - j : NR;
+    int nv = (nc + 15) / 16;
+    int tail = nc - 16 * (nv - 1);                       /* 1..16 columns */
+    __mmask16 mlast = (__mmask16)(tail == 16 ? 0xFFFF : (1u << tail) - 1);
+    float *Cij = C + (long)i * ldc + j;
+    const float *Pij = P ? P + (long)i * ldp + j : NULL;
+    long h_off = (long)i * ldc + j;
+    switch (mr) {
+    case 6: TILE_CASE_NV(6) break;
+    case 5: TILE_CASE_NV(5) break;
+    case 4: TILE_CASE_NV(4) break;
+    case 3: TILE_CASE_NV(3) break;
+    case 2: TILE_CASE_NV(2) break;
+    default: TILE_CASE_NV(1) break;
+    }
+}
+#undef TILE_CASE_NV
+#else
+/* Portable path: the same tiling with plain loops the compiler vectorizes along j; the
+ * same fmaf chain per element and the same epilogue (epilogue_one), so the same bits. */
+#define GEMM_PATH "portable"
+#define MR 4
+#define NR 32
+static inline void
+matmul_tile(const int kind, int i, int j, int M, int N, int K, const float *A, long a_row, long a_col,
+            const float *B, long ldb, float *C, long ldc, const epilogue *e, const float *P, long ldp) {
+    int mr = M - i < MR ? M - i : MR;
+    int nc = N - j < NR ? N - j : NR;
+    float acc[MR][NR];
+    memset(acc, 0, sizeof acc);
+    if (P)
+        for (int r = 0; r < mr; r++)
+            for (int c = 0; c < nc; c++) acc[r][c] = P[(long)(i + r) * ldp + j + c];
+    for (int k = 0; k < K; k++) {
+        const float *restrict b = B + (long)k * ldb + j;
+        for (int r = 0; r < mr; r++) {
+            float a = A[(long)(i + r) * a_row + (long)k * a_col];
+            for (int c = 0; c < nc; c++) acc[r][c] = fmaf(a, b[c], acc[r][c]);
+        }
+    }
+    for (int r = 0; r < mr; r++)
+        for (int c = 0; c < nc; c++) {
+            long at = (long)(i + r) * ldc + j + c;
+            if (kind == EPI_CONTINUE) C[at] = acc[r][c];
+            else C[at] = epilogue_one(e, acc[r][c], C[at], j + c, kind == EPI_BACKWARD ? e->deriv[at] : 0.0f);
+        }
+}
+#endif
+
+/* Tile order: column panels of C outside, row blocks inside. One NR-column panel of B
+ * (layer 1's W: 784 x 64 floats, 200 KB) then stays in L2 while every row block of A
+ * streams past it. Except when all of B is small (at most 64 K floats: it stays in L2 in
+ * any order) and C is large (over 256 K floats): then row blocks outside, so that C
+ * streams through the cache whole rows at a time. Each element is one sum over K in
+ * the same order whatever the tile order: the order changes no bit. One K block of the
+ * product: every tile, its sums started from P (NULL: from zero). */
+static inline __attribute__((always_inline)) void
+matmul_block(const int kind, int M, int N, int K, const float *A, long a_row, long a_col,
+             const float *B, long ldb, float *C, long ldc, const epilogue *e, const float *P, long ldp) {
+    int rows_outside = (long)K * N <= 65536 && (long)M * N > 262144;
+    for (int i = 0, j = 0; i < M && j < N;) {   /* one call site: the tile code is inlined once */
+        matmul_tile(kind, i, j, M, N, K, A, a_row, a_col, B, ldb, C, ldc, e, P, ldp);
+        if (rows_outside) { if ((j += NR) >= N) { j = 0; i += MR; } }
+        else if ((i += MR) >= M) { i = 0; j += NR; }
+    }
+}
+
+/* One tile of a K block before the last (a team that shares out the tiles: openmp's
+ * loop): partial sums into P, started from `from` (NULL: from zero). */
+static __attribute__((unused)) void
+matmul_tile_partial(int i, int j, int M, int N, int K, const float *A, long a_row, long a_col,
+                    const float *B, long ldb, float *P, long ldp, const float *from) {
+    matmul_tile(EPI_CONTINUE, i, j, M, N, K, A, a_row, a_col, B, ldb, P, ldp, &EPI_PLAIN, from, ldp);
+}
+
+/* A K block before the last: partial sums, whatever the product (one copy of the code) */
+static __attribute__((unused)) void
+matmul_block_partial(int M, int N, int K, const float *A, long a_row, long a_col,
+                     const float *B, long ldb, float *P, long ldp, const float *from) {
+    matmul_block(EPI_CONTINUE, M, N, K, A, a_row, a_col, B, ldb, P, ldp, &EPI_PLAIN, from, ldp);
+}
+
+/* Blocking over K: a 64-column panel of B over more than KC rows (128 KB) may no longer
+ * stay in L2 while the row blocks of A stream past it, so K goes in blocks of KC: each
+ * tile of a block starts from the partial sums the block before stored, and only the
+ * last block applies the epilogue. A stored and reloaded float is the same float, so
+ * every element is still one chain of roundings over K in order: no bit changes. The
+ * partial sums go to C itself, except for the update, whose epilogue reads C's old
+ * values: there they go to a scratch of M x N floats (update_scratch). */
+#ifndef KC
+#define KC 512
+#endif
+/* The update's partial sums over its K blocks: one buffer per thread, grown to the
+ * largest M x N asked for and kept, since the update runs every step (the system frees it
+ * at exit). NULL when out of memory: the caller then runs one block over all of K. */
+static inline float *update_scratch(size_t n) {
+    static _Thread_local float *buf;
+    static _Thread_local size_t cap;
+    if (n > cap) {
+        free(buf);
+        buf = aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64);
+        cap = buf ? n : 0;
+    }
+    return buf;
+}
+
+/* All tiles over all of K, in the calling thread */
+static inline __attribute__((always_inline)) void
+matmul_tiles(const int kind, int M, int N, int K, const float *A, long a_row, long a_col,
+             const float *B, long ldb, float *C, long ldc, const epilogue *e) {
+    float *P = C;
+    long ldp = ldc;
+    if (K > KC && kind == EPI_UPDATE) {
+        P = update_scratch((size_t)M * (size_t)N);
+        ldp = N;
+    }
+    for (int k0 = 0;; k0 += KC) {   /* K <= KC, or no scratch: one block over all of K */
+        int kc = K - k0 <= KC || !P ? K - k0 : KC;
+        const float *Ak = A + (long)k0 * a_col, *Bk = B + (long)k0 * ldb;
+        const float *from = k0 || kind == EPI_CONTINUE ? P : NULL;
+        if (k0 + kc < K) { matmul_block_partial(M, N, kc, Ak, a_row, a_col, Bk, ldb, P, ldp, from); continue; }
+        matmul_block(kind, M, N, kc, Ak, a_row, a_col, Bk, ldb, C, ldc, e, from, ldp);
+        break;
+    }
+}
+
+/* C += A . B as the continuation of the sums already in C: each element's chain of
+ * fused multiply-adds goes on over this K (the CNN's dense gradient over a split K). */
+static __attribute__((unused)) void
+matmul_continue(int M, int N, int K, const float *A, long a_row, long a_col,
+                const float *B, long ldb, float *C, long ldc) {
+    matmul_tiles(EPI_CONTINUE, M, N, K, A, a_row, a_col, B, ldb, C, ldc, &EPI_PLAIN);
+}
+
+#ifdef HAVE_CBLAS
+/* The library ceiling (serial --gemm blas): single-threaded cblas_sgemm, then the
+ * epilogue as a second pass. Not bit-identical to the kernel: OpenBLAS sums in its own
+ * order, chosen by CPU. */
+static int gemm_use_blas __attribute__((unused));
+static void matmul_blas(int M, int N, int K, const float *A, long a_row, long a_col,
+                        const float *B, long ldb, float *C, long ldc, const epilogue *e) {
+    int trans_a = a_row == 1 && a_col != 1;
+    enum CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans;
+    long lda = trans_a ? a_col : a_row;
+    if (e->accumulate && !e->bias && e->act == ACT_NONE && !e->deriv) {
+        cblas_sgemm(CblasRowMajor, ta, CblasNoTrans, M, N, K, e->alpha, A, (int)lda, B, (int)ldb, 1.0f, C, (int)ldc);
+        return;
+    }
+    if (e->accumulate) { fprintf(stderr, "gemm: internal error: unsupported BLAS epilogue\n"); exit(1); }
+    cblas_sgemm(CblasRowMajor, ta, CblasNoTrans, M, N, K, e->alpha, A, (int)lda, B, (int)ldb, 0.0f, C, (int)ldc);
+    if (!e->bias && e->act == ACT_NONE && !e->deriv) return;
+    epilogue rest = *e;
+    rest.alpha = 1.0f;
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            long at = (long)i * ldc + j;
+            C[at] = epilogue_one(&rest, C[at], 0.0f, j, e->deriv ? e->deriv[at] : 0.0f);
+        }
+}
+#endif
+
+/* The product with its epilogue, all tiles in the calling thread; the kind of epilogue
+ * becomes a compile-time constant of one specialised copy of the kernel. */
+static __attribute__((unused)) void
+matmul(int M, int N, int K, const float *A, long a_row, long a_col,
+       const float *B, long ldb, float *C, long ldc, const epilogue *e) {
+#ifdef HAVE_CBLAS
+    if (gemm_use_blas) { matmul_blas(M, N, K, A, a_row, a_col, B, ldb, C, ldc, e); return; }
+#endif
+    if (e->accumulate) matmul_tiles(EPI_UPDATE, M, N, K, A, a_row, a_col, B, ldb, C, ldc, e);
+    else if (e->deriv) matmul_tiles(EPI_BACKWARD, M, N, K, A, a_row, a_col, B, ldb, C, ldc, e);
+    else if (!e->bias && e->act == ACT_NONE) matmul_tiles(EPI_STORE, M, N, K, A, a_row, a_col, B, ldb, C, ldc, e);
+    else matmul_tiles(EPI_FORWARD, M, N, K, A, a_row, a_col, B, ldb, C, ldc, e);
+}
+
+/* dst[j * ld + i] = src[i * cols + j]: the transpose of a block of rows of src lands in
+ * the same block of columns of dst (ld = rows of the whole matrix; ld = rows transposes
+ * all of src). In 16 x 16 blocks so that both the reads and the strided writes stay
+ * within a few cache lines (a plain loop spends more time here than the backward
+ * product it prepares). */
+static inline void transpose(const float *restrict src, int rows, int cols, float *restrict dst, long ld) {
+    enum { BLOCK = 16 };
+    for (int i0 = 0; i0 < rows; i0 += BLOCK)
+        for (int j0 = 0; j0 < cols; j0 += BLOCK) {
+            int i1 = i0 + BLOCK < rows ? i0 + BLOCK : rows, j1 = j0 + BLOCK < cols ? j0 + BLOCK : cols;
+            for (int j = j0; j < j1; j++)
+                for (int i = i0; i < i1; i++) dst[(long)j * ld + i] = src[(long)i * cols + j];
+        }
+}
+
+#endif
