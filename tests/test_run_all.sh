@@ -4,8 +4,9 @@
 #   1. `./run_all.sh --smoke --no-setup --results DIR` is started and interrupted with
 #      SIGINT in the middle of its step mpi-sweep (once mpi-strong.csv has 2 rows): it must exit 130 with "interrupted at
 #      step k", leave no process of the step behind, and not stamp step k as done.
-#   2. The same command again: steps 1..k-1 are "done earlier, skipped", the rest runs,
-#      exit 0.
+#   2. The same command again: steps 1..k-1 are "done earlier, skipped" (a step skipped
+#      for its reason, e.g. no PyTorch, is never stamped and is skipped again), step k is
+#      the first that runs, exit 0.
 #   0. `./run_all.sh --list-steps` prints the step ids, runs nothing and writes nothing.
 #   3. The outputs: every expected CSV (PyTorch's only when $PARTRAIN_PYTHON — bench/lib.sh
 #      — imports torch, else a skipped.txt line), hyperfine JSON per trainer (or a skipped.txt line
@@ -99,11 +100,20 @@ sleep 1.1                     # every row of run 2 has a later timestamp (1 s re
 t2=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 timeout $LIMIT "${RUN[@]}" >"$TMP/run2.out" 2>&1; rc=$?
 check "resumed run exits 0" "exit $rc; $(grep -E 'FAILED|!' "$TMP/run2.out" | head -n 5 | tr '\n' ' ')" [ $rc -eq 0 ]
-n_done=$(grep -c 'done earlier, skipped' "$TMP/run2.out")
-first_run=$(grep -E '^\[[0-9]+/[0-9]+\]' "$TMP/run2.out" | grep -v 'done earlier' | head -n 1 | sed 's/^\[\([0-9]*\)\/.*/\1/')
-ok=0; [ "${k:-0}" -gt 1 ] && [ "$n_done" -eq $((k - 1)) ] && [ "$first_run" = "$k" ] && ok=1
-check "resumed run skips the finished steps 1..$((${k:-1} - 1)) and starts at step ${k:-?}" \
-  "$n_done steps done earlier, first step run: ${first_run:-none}" [ $ok = 1 ]
+# each step of run 2 and what became of it: "K earlier" (done earlier), "K skipped" (skipped
+# again for its reason: no PyTorch, tool or GPU; such a step is never stamped done), "K ran"
+outcomes=$(awk '/^\[[0-9]+\/[0-9]+\]/ { if (cur) print cur, st; match($0, /^\[[0-9]+/); cur = substr($0, 2, RLENGTH - 1)
+                  st = ($0 ~ /done earlier, skipped/) ? "earlier" : "?"; next }
+                /^    done in / && st == "?" { st = "ran" }
+                /^    skipped after / && st == "?" { st = "skipped" }
+                /^    FAILED/ && st == "?" { st = "failed" }
+                END { if (cur) print cur, st }' "$TMP/run2.out")
+n_done=$(grep -c ' earlier$' <<<"$outcomes")
+first_run=$(awk '$2 != "earlier" && $2 != "skipped" { print $1; exit }' <<<"$outcomes")
+before_k=$(awk -v k="${k:-0}" '$1 < k && $2 != "earlier" && $2 != "skipped"' <<<"$outcomes")
+ok=0; [ "${k:-0}" -gt 1 ] && [ "$n_done" -ge 1 ] && [ -z "$before_k" ] && [ "$first_run" = "$k" ] && ok=1
+check "resumed run skips the finished steps 1..$((${k:-1} - 1)) (or skips them again for their reason) and starts at step ${k:-?}" \
+  "$n_done steps done earlier, first step run: ${first_run:-none}; $(tr '\n' ',' <<<"$outcomes")" [ $ok = 1 ]
 
 # ---- 3. outputs
 have_torch=0; "$PY" -c 'import torch' 2>/dev/null && have_torch=1
