@@ -1,9 +1,8 @@
 /*
- * bench/fma-peak.c — one core's fp32 fused multiply-add ceiling, as the README quotes it.
+ * bench/fma-peak.c — one core's fp32 fused multiply-add ceiling, the reference for docs/NOTES.md.
  *
  * Twelve independent chains of 512-bit FMAs (more than latency x pipes, so the FMA units,
- * not the dependency chains, set the pace; 256-bit vectors give the same FLOP rate on the
- * machine of the README), counted as 2 FLOP per lane. Prints the rate of every quarter
+ * not the dependency chains, set the pace), counted as 2 FLOP per lane. Prints the rate of every quarter
  * second, so a VM's slow stretches show as a drop in the row. Run one per core at once to
  * see whether two cores keep the rate together.
  *

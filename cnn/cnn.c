@@ -1,83 +1,32 @@
 /*
  * cnn/cnn.c — the CNN of seed report 003, trained with hybrid MPI + OpenMP.
  *
- * Model: input S x S x 1 (S = 28, or --image-size) -> Conv2D F filters 3x3, stride 1, no
- * padding (C x C x F, C = S - 2) -> ReLU -> max-pool 2x2 stride 2 (P x P x F, P = C / 2;
- * an odd last conv row/column is dropped, as PyTorch's MaxPool2d does) -> flatten
- * (F*P*P = 1352 by default, filter-major) -> fully connected -> 10 -> softmax +
- * cross-entropy; plain mini-batch SGD, W = fmaf(-lr/B, g, W) with g summed over the
- * global mini-batch of B rows (serial's update formula). Defaults --lr 0.01 --batch 32.
- *
+ * Model: S x S x 1 -> Conv2D F filters 3x3 (no padding) -> ReLU -> max-pool 2x2 ->
+ * flatten (filter-major) -> dense -> 10 -> softmax + cross-entropy; plain mini-batch SGD
+ * with serial's update W = fmaf(-lr/B, g, W), g summed over the global batch of B rows.
  * Strategy, two levels:
- *   MPI ranks  data parallel with global-batch semantics, as mpi/mpi.c: every rank holds
- *              the whole model (same seed, so the same initial weights) and walks the same
- *              global sample order; each mini-batch of B rows is cut into P contiguous
- *              parts (sizes differ by at most one), each rank computes the plain gradient
- *              sums of its part, the sums are added over the ranks and every replica
- *              applies the same update. P ranks therefore train the 1-rank model step for
- *              step (only the float summation order differs). --batch-per-rank B instead
- *              gives every rank B rows per step (a global batch of P*B: seed report 003's
- *              semantics, with P times fewer updates per epoch).
- *   OpenMP     T threads per rank (--threads) share each step by samples: thread t owns
- *              a contiguous block of the rank's rows (sizes differ by at most one) and
- *              runs, without a barrier, everything that is per sample on it — the
- *              (sample x filter) iterations of report 003's listing 1 (conv + ReLU +
- *              pooling) for its samples, their logits, softmax and dL/dpooled, and the
- *              conv backward — front to back, in pieces; then the dense weight gradient
- *              over the samples it ran, as one product into a buffer of its own. A thread
- *              done with its block takes pieces of 4 samples from the back of another's
- *              (a core that this VM slows for a while keeps fewer of its samples). Every
- *              sum stays that of the static split, whoever ran a piece: after the
- *              barrier, the product over a taken tail continues the owner's chain of
- *              roundings (matmul_continue), and the conv slots and biases are summed per
- *              block in sample order. The threads' buffers are then added in thread order
- *              (a fixed-order reduction: a run is reproducible for a given T; T = 1 is the
- *              plain sum, and 1 x 2 adds the same two block sums as 2 x 1, so the two are
- *              bit-identical). Thread t adds and applies its block of columns of the
- *              dense weights; the master adds and applies the 90 conv and bias
- *              parameters. (Evaluation, forward only, runs the conv as `omp for
- *              collapse(2)` over (sample x filter), the listing itself. Training ran that
- *              way too, with the dense weight gradient shared by columns over every sample
- *              and 4 barriers per step; the per-sample blocks are faster on 2 cores
- *              (README, CNN section): with columns, each core re-read the 86 KB of pooled
- *              activations the other had just written. Sharing by filters, each thread all
- *              samples of its filters, was slower still: both cores then fetch every image.)
- * Communicated per step (--sync), by the master thread of each rank (MPI_THREAD_FUNNELED,
- * checked at start-up), all the gradient sums (13,610 floats by default):
- *   allreduce     one MPI_Allreduce; every rank updates its replica.
- *   reduce-bcast  MPI_Reduce to rank 0, rank 0 updates, MPI_Bcast of the parameters
- *                 (the scheme of seed report 003: "summed on a master core and sent").
- * Synchronised per step, within a rank: one rank — 2 barriers (every thread's sums
- * written; the parameters updated), and no MPI call: there is nothing to exchange. P ranks —
- * 4 barriers (sums written; the rank's sums combined; the master's MPI call and its update
- * of the small part done; WdT rewritten), 6 with reduce-bcast.
- * Per epoch, outside the timed training: loss, correct counts, times, the seconds inside
- * MPI calls and inside barriers are reduced to rank 0; at the end, each worker's conv time
- * per sample (how fast its core ran) is gathered there. Only rank 0 prints and writes the
- * CSV. Data: every rank loads the whole training set (the shuffle is global) and its own
- * contiguous shard of the test set.
- * Kernels: the convolution is a direct loop nest vectorized along the output row (AVX-512:
- * 32 conv columns = two vectors, four conv rows at a time so that each input row loaded
- * serves up to three, 9 filter taps broadcast once per filter), with the bias, the ReLU and the
- * 2x2 pooling fused in registers: conv outputs are never stored, only the pooled values
- * and each window's argmax (0..3, the first maximum in row-major window order gets the
- * gradient: ties are common, e.g. a background window where all four outputs equal the
- * bias). Backward rebuilds dL/dconv from the argmax in registers (ReLU' = pooled > 0) and
- * accumulates the weight gradient along the rows; no input gradient (first layer). The
- * next sample's image is prefetched while one is convolved. The fully connected layer's
- * three products over the batch use serial's matrix-product kernel, copied, with one
- * addition: matmul_continue (EPI_CONTINUE), whose accumulators start from C, for the
- * taken tails (see train_step). A scalar path computes the same when AVX-512 is absent,
- * and is the tests' reference.
- * Errors: MPI_COMM_WORLD returns errors (MPI_ERRORS_RETURN) and every call is checked; a
- * failing call prints one line (rank, call, message) and MPI_Abort()s the job. Bad flags
- * or data: rank 0 prints the one-line error, every rank exits with status 2.
+ *   MPI ranks  data parallel with global-batch semantics, as mpi/mpi.c: each rank
+ *              computes the gradient sums of its part of every batch, the sums are added
+ *              over the ranks, every replica applies the same update (--batch-per-rank:
+ *              seed report 003's per-rank batches instead).
+ *   OpenMP     T threads per rank share each step by samples: thread t runs everything
+ *              per sample (conv + ReLU + pool, logits, softmax, conv backward) on its
+ *              block of rows, then its dense gradient as one product; a thread done early
+ *              takes 4-sample pieces from the back of another's block, and every sum stays
+ *              that of the static split (matmul_continue goes on with the owner's chain).
+ *              The threads' buffers are added in thread order: reruns are bit-identical.
+ * Communicated per step (--sync), by each rank's master thread (MPI_THREAD_FUNNELED):
+ *   the gradient sums, allreduce (every rank updates) or reduce-bcast (rank 0 updates,
+ *   then broadcasts). Barriers per step: 2 on one rank, 4 (allreduce) or 6 on P ranks.
+ * Kernels: a direct convolution vectorized along the output row (AVX-512), bias, ReLU
+ * and pooling fused in registers (only the pooled values and each window's argmax are
+ * stored); the dense products use common/gemm.h. Without AVX-512 a scalar path runs
+ * (forward bit-identical, backward within the tests' tolerance: docs/cnn.md). The summary
+ * line reports each worker's conv time per sample. Errors: as mpi/mpi. Design: docs/cnn.md.
  *
- * Compile: make cnn/cnn   (mpicc -std=c11 -O3 -march=native -fopenmp cnn/cnn.c common/... -lz -lm)
- * Run:     cnn/cnn --data data/fashion --epochs 5            (1 rank, 1 thread: the serial baseline)
- *          scripts/mpirun.sh --bind-to-none 2 cnn/cnn --threads 2 --sync allreduce ...
- *          (threads per rank > 1 need --bind-to-none; ranks x threads > cores need
- *           OMP_WAIT_POLICY=passive, and MPIRUN_ARGS="--mca mpi_yield_when_idle 1")
+ * Compile: make cnn   (mpicc -std=c11 -O3 -march=native -fopenmp cnn/cnn.c common/{idx,options,results}.c -lz -lm)
+ * Run:     cnn/cnn --data data/fashion --epochs 5     (1 rank x 1 thread: the serial baseline)
+ *          scripts/mpirun.sh --bind-to-none 2 cnn/cnn --threads 8 --sync allreduce
  */
 #define _POSIX_C_SOURCE 200809L
 #include <fcntl.h>
@@ -335,7 +284,7 @@ typedef struct {
     long correct;                 /* training samples classified correctly */
     double conv_seconds;          /* in the conv forward and backward of the samples this thread ran */
     long conv_samples;            /*   (epochs 2..E; every epoch when E = 1): this core's speed, as */
-                                  /*   the conv touches only the thread's own data (README, CNN) */
+                                  /*   the conv touches only the thread's own data (docs/cnn.md) */
 } thread_stats;
 
 /* Every thread of the team; the wait is this rank's synchronisation time. */
@@ -494,8 +443,7 @@ static void conv_pool_forward_one(const cnn *m, const float *restrict img, int f
 #endif
 
 /* The next sample's image, requested while this sample is convolved: the images are
- * gathered at random from a training set far larger than the caches (measured: a few
- * per cent of the convolution's time). */
+ * gathered at random from a training set far larger than the caches. */
 static inline void prefetch_image(const float *img, long SS) {
     for (long k = 0; k < SS; k += 16) __builtin_prefetch(img + k, 0, 3);
 }
@@ -876,7 +824,7 @@ static void small_sums(cnn *m, int rows, int active, int T) {
  *   pieces (sample_pass), then the dense weight gradient over the part it ran as one
  *   product into its own buffer (thread_grad); then it takes pieces from the back of
  *   blocks not yet finished (a core the VM slows for a while keeps fewer of its samples:
- *   README, CNN). Every activation the owner's product reads was written by its core.
+ *   docs/cnn.md). Every activation the owner's product reads was written by its core.
  *   one rank   barrier; thread t continues the sums of every block over its taken tail
  *              for its block of columns of the dense weights, adds the threads' sums in
  *              thread order, applies them and rewrites that block of WdT; the master sums
@@ -980,14 +928,6 @@ static long evaluate(cnn *m, thread_stats *st, int T, const dataset *d, unsigned
     return correct;
 }
 
-/* FNV-1a of the parameter bytes: equal on every rank iff the replicas are identical */
-static uint64_t params_hash(const cnn *m) {
-    const unsigned char *p = (const unsigned char *)m->params;
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < sizeof(float) * (size_t)m->params_alloc; i++) h = (h ^ p[i]) * 0x100000001b3ull;
-    return h;
-}
-
 // ----------------------------------------------------------------------------
 // main
 
@@ -1017,33 +957,10 @@ int main(int argc, char **argv) {
     char err[IDX_ERR_LEN] = "";
 
     /* data: every rank checks the files; the sizes decide the same errors on every rank */
-    long train_avail = 0, test_avail = 0;
-    int bad = dataset_count(o->data_dir, "train", &train_avail, err, sizeof err) ||
-              dataset_count(o->data_dir, "t10k", &test_avail, err, sizeof err);
-    agree_or_die(bad, err, 2);
-    if (o->train_n > train_avail) die_all("--train %ld: %s holds only %ld training samples", o->train_n, o->data_dir, train_avail);
-    if (o->test_n > test_avail) die_all("--test %ld: %s holds only %ld test samples", o->test_n, o->data_dir, test_avail);
-    long train_n = o->train_n ? o->train_n : train_avail;
-    long test_n = o->test_n ? o->test_n : test_avail;
-    if (nranks > train_n)
-        die_all("%d ranks but only %ld training samples: every rank needs at least one (fewer ranks or a larger --train)", nranks, train_n);
-    if (co.batch_per_rank) {
-        o->batch = co.batch_per_rank * nranks;
-        if (o->batch > train_n)
-            die_all("--batch-per-rank %ld: %d ranks x %ld = %ld rows is larger than the %ld training samples",
-                    co.batch_per_rank, nranks, co.batch_per_rank, o->batch, train_n);
-    }
-    if (o->batch_full) o->batch = train_n;
-    if (o->batch > train_n) die_all("--batch %ld is larger than the %ld training samples", o->batch, train_n);
-    if (o->batch < nranks)
-        die_all("--batch %ld is smaller than the %d ranks: every rank needs at least one row of each mini-batch", o->batch, nranks);
-    long test_lo, test_count;   /* this rank's test shard (empty when ranks > test samples) */
-    shard(test_n, rank, nranks, &test_lo, &test_count);
-    dataset train = {0}, test = {0};
-    bad = dataset_load(o->data_dir, "train", 0, train_n, o->image_size, &train, err, sizeof err);
-    if (!bad && test_count > 0)
-        bad = dataset_load(o->data_dir, "t10k", test_lo, test_count, o->image_size, &test, err, sizeof err);
-    agree_or_die(bad, err, 2);
+    sharded_data data;
+    load_sharded_data(o, co.batch_per_rank, &data);
+    dataset train = data.train, test = data.test;
+    long train_n = data.train_n, test_n = data.test_n, test_count = data.test_count;
     if (train.side < 4)
         die_all("%s: %dx%d images are too small for the CNN (at least 4x4; see --image-size)", o->data_dir, train.side, train.side);
 
@@ -1083,7 +1000,7 @@ int main(int argc, char **argv) {
     double *epoch_sec = malloc(sizeof(double) * (size_t)o->epochs);
     double *comm_sec = malloc(sizeof(double) * (size_t)o->epochs);
     double *sync_sec = malloc(sizeof(double) * (size_t)o->epochs);
-    bad = cnn_init(&m, train.side, co.filters, o->seed, max_rows, T) || !order || !st || !loss_curve || !acc_curve ||
+    int bad = cnn_init(&m, train.side, co.filters, o->seed, max_rows, T) || !order || !st || !loss_curve || !acc_curve ||
           !epoch_sec || !comm_sec || !sync_sec;
     agree_or_die(bad, "out of memory", 1);
     if (m.params_alloc > INT_MAX) die_all("--filters/--image-size: %ld parameters are more than one MPI message can count", m.params_alloc);
@@ -1151,10 +1068,7 @@ int main(int argc, char **argv) {
     double total = timer_now() - t_start;
 
     /* the replicas must be bit-identical (every rank applied the same sums) */
-    unsigned long long h = params_hash(&m), hmin, hmax;
-    mpi_check(MPI_Allreduce(&h, &hmin, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce");
-    mpi_check(MPI_Allreduce(&h, &hmax, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
-    if (hmin != hmax) {
+    if (!replicas_identical(m.params, sizeof(float) * (size_t)m.params_alloc)) {
         if (rank == 0) fprintf(stderr, PROGRAM ": the model replicas differ between ranks after training (the reduction gave ranks different sums); no result written\n");
         return 1;
     }

@@ -11,10 +11,13 @@
 #define PARTRAIN_MPI_UTIL_H
 
 #include <fcntl.h>
+#include <string.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
+
+#include "idx.h"
 
 static int rank = 0, nranks = 1;   /* this process in MPI_COMM_WORLD */
 
@@ -74,6 +77,57 @@ static inline int mute_stderr_off_root(void) {
 }
 static inline void unmute_stderr(int saved) {
     if (saved >= 0) { fflush(stderr); dup2(saved, 2); close(saved); }
+}
+
+/* The data of a data-parallel run, checked alike on every rank: the whole training set
+ * (the shuffle is global, so every rank touches every sample) and this rank's contiguous
+ * shard of the test set (empty when there are more ranks than test samples). Resolves
+ * --batch full, and --batch-per-rank B (0: not given) into a global batch of P * B.
+ * Flags that do not fit the data: one line from rank 0, every rank exits 2. */
+typedef struct {
+    dataset train, test;
+    long train_n, test_n;          /* samples used (--train, --test or the files') */
+    long test_lo, test_count;      /* this rank's test shard */
+} sharded_data;
+static void __attribute__((unused)) load_sharded_data(train_options *o, long batch_per_rank, sharded_data *d) {
+    char err[IDX_ERR_LEN] = "";
+    memset(d, 0, sizeof *d);
+    long train_avail = 0, test_avail = 0;
+    int bad = dataset_count(o->data_dir, "train", &train_avail, err, sizeof err) ||
+              dataset_count(o->data_dir, "t10k", &test_avail, err, sizeof err);
+    agree_or_die(bad, err, 2);
+    if (o->train_n > train_avail) die_all("--train %ld: %s holds only %ld training samples", o->train_n, o->data_dir, train_avail);
+    if (o->test_n > test_avail) die_all("--test %ld: %s holds only %ld test samples", o->test_n, o->data_dir, test_avail);
+    long train_n = d->train_n = o->train_n ? o->train_n : train_avail;
+    d->test_n = o->test_n ? o->test_n : test_avail;
+    if (nranks > train_n)
+        die_all("%d ranks but only %ld training samples: every rank needs at least one (fewer ranks or a larger --train)", nranks, train_n);
+    if (batch_per_rank) {
+        o->batch = batch_per_rank * nranks;
+        if (o->batch > train_n)
+            die_all("--batch-per-rank %ld: %d ranks x %ld = %ld rows is larger than the %ld training samples",
+                    batch_per_rank, nranks, batch_per_rank, o->batch, train_n);
+    }
+    if (o->batch_full) o->batch = train_n;
+    if (o->batch > train_n) die_all("--batch %ld is larger than the %ld training samples", o->batch, train_n);
+    if (o->batch < nranks)
+        die_all("--batch %ld is smaller than the %d ranks: every rank needs at least one row of each mini-batch", o->batch, nranks);
+    shard(d->test_n, rank, nranks, &d->test_lo, &d->test_count);
+    bad = dataset_load(o->data_dir, "train", 0, train_n, o->image_size, &d->train, err, sizeof err);
+    if (!bad && d->test_count > 0)
+        bad = dataset_load(o->data_dir, "t10k", d->test_lo, d->test_count, o->image_size, &d->test, err, sizeof err);
+    agree_or_die(bad, err, 2);
+}
+
+/* Whether every rank holds the same bytes (the model replicas after training): FNV-1a
+ * of the bytes, its minimum and maximum over the ranks. */
+static inline int replicas_identical(const void *bytes, size_t n) {
+    const unsigned char *p = (const unsigned char *)bytes;
+    unsigned long long h = 0xcbf29ce484222325ull, hmin, hmax;
+    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
+    mpi_check(MPI_Allreduce(&h, &hmin, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce");
+    mpi_check(MPI_Allreduce(&h, &hmax, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
+    return hmin == hmax;
 }
 
 /* exit() anywhere (bad flags on every rank, --help) still finalizes MPI, so mpirun sees

@@ -1,55 +1,29 @@
 /*
  * cuda/cuda.cu — GPU trainer: the whole training loop on one CUDA device (per MPI rank),
- * with a choice of matrix product: naive, tiled shared-memory, or cuBLAS.
+ * with a choice of matrix product (--kernel; the list: --list-variants).
  *
- * Strategy: serial/serial's MLP and SGD, every step on the device. The parameters,
- * activations and gradients live in device memory, and so does the data set, uploaded
- * once; per epoch only the shuffled sample order (common/prng.h, computed on the host)
- * goes up, and a gather kernel builds each mini-batch from it. --kernel picks the
- * matrix products of forward and backward (including the transposed ones):
- *   naive    one thread per element of C, reading A and B from global memory
- *            (the starting point of seed report 000);
- *   tiled    --tile 16|32: a block computes a TILE x TILE tile of C; per step of K it
- *            stages one tile of A and one of B in shared memory, between two
- *            __syncthreads() (that report's optimised kernel);
- *   cublas   cublasSgemm, the vendor library, as the ceiling (the epilogue, e.g. bias +
- *            ReLU, then runs as a separate element-wise kernel).
- * The maths is serial's, operation for operation: each element of a product is one fmaf
- * chain over k in increasing order (naive and tiled; serial's kernel does the same), the
- * same epilogues (bias + activation forward, activation derivative backward, the update
- * W = fmaf(-lr/B, A^T dZ, W) fused into the weight-gradient product), serial's softmax +
- * cross-entropy per row, bias gradients summed over the rows in order. The build uses
- * nvcc -fmad=false so no other multiply-add is contracted. What still differs on a GPU:
- * the device's expf/logf (within 1-2 ulp), and cuBLAS's own summation order.
- * Element-wise kernels: gather, epilogue (cublas), softmax + cross-entropy, loss sum,
- * bias gradient (+ update), SGD update (MPI), argmax. Every CUDA call and every launch
- * is checked; epoch times are CUDA event times, after a warm-up step with lr = 0.
- * No GPU: one line on stderr with the runtime's error string, exit status 3.
- * Synchronisation: within an epoch, none between host and device: the one host thread
- * enqueues each step's 4L + 2 kernels (L layers; cublas adds 2L - 1 epilogue kernels) on
- * the default stream, which runs them in order. Per epoch the sample order goes up, and
- * the loss sum, correct count and test predictions come down after an event sync.
+ * Strategy: serial's MLP and SGD, every step on the device: parameters, activations,
+ * gradients and the data set live in device memory; per epoch only the shuffled sample
+ * order goes up and a gather kernel builds each mini-batch. The products:
+ *   naive    one thread per element of C, A and B from global memory (seed report 000);
+ *   tiled    --tile 16|32: a block computes a tile of C, staging tiles of A and B in
+ *            shared memory between two __syncthreads() (that report's optimised kernel);
+ *   cublas   cublasSgemm as the ceiling, the epilogue as a separate kernel.
+ * The maths is serial's operation for operation (one fmaf chain over k per element, the
+ * same epilogues and update, nvcc -fmad=false); only the device's expf/logf and
+ * cuBLAS's summation order differ. Every CUDA call and launch is checked; no GPU: one
+ * line with the runtime's error, exit status 3.
+ * Synchronisation: none between host and device within an epoch (the host enqueues each
+ * step's kernels on one stream); per epoch the loss sum and predictions come down.
+ * MPI build (-DUSE_MPI, make cuda-mpi): data parallel as mpi/mpi.c, one device per rank;
+ * the gradient sums go device -> host, MPI_Allreduce, host -> device, every step.
+ * Emulation build (make cuda-emu): the same file compiled as C++ with cuda/cuda_emu.h,
+ * one fiber per GPU thread on the CPU, so the tests check these kernels without a GPU
+ * (no cuBLAS there). Design: docs/cuda.md.
  *
- * --mpi build (-DUSE_MPI, make cuda-mpi): data parallel as mpi/mpi.c: P ranks, one device
- * each (local rank modulo the devices of the node), the same global sample order; rank r
- * computes forward/backward on its contiguous part of every global batch and the plain
- * gradient sums; these are staged through the host (device -> host copy,
- * MPI_Allreduce of all gradients in place, host -> device copy), and every rank applies
- * W = fmaf(-lr/B, g, W): one blocking device -> host copy (a synchronisation) and one
- * MPI_Allreduce of all gradients per step, by every rank. One host thread per rank
- * (MPI_Init, no threads); only the MPI call is counted as comm_seconds.
- *
- * Emulation build (make cuda-emu): the same file compiled by a C++ compiler with
- * cuda/cuda_emu.h, which runs every block on the CPU with one fiber per thread, so that
- * tests/test_cuda.sh checks these kernels against serial without a GPU. --kernel cublas
- * is refused there.
- *
- * Compile: make cuda/cuda   (nvcc -O3 -fmad=false -gencode sm_80/sm_90 + compute_90 PTX, -lcublas)
- *          make cuda-emu    (g++ -std=c++17 -O2 -x c++ cuda/cuda.cu, CPU emulation)
- *          make cuda-mpi    (both, with MPI: cuda/cuda-mpi, cuda/cuda-mpi-emu)
- * Run:     cuda/cuda --data data/fashion --epochs 5 --batch 64 --kernel tiled --tile 16
- *          scripts/mpirun.sh 2 cuda/cuda-mpi --data data/fashion --kernel cublas
- *          scripts/gpu-check.sh   (equivalence with serial + timing table, on a GPU)
+ * Compile: make cuda (nvcc, -lcublas), make cuda-emu (g++ -x c++), make cuda-mpi (both, with MPI)
+ * Run:     cuda/cuda --data data/fashion --epochs 5 --kernel tiled --tile 16
+ *          scripts/mpirun.sh 2 cuda/cuda-mpi --kernel cublas;  scripts/gpu-check.sh on a GPU machine
  */
 #include <math.h>
 #include <stdarg.h>

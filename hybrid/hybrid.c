@@ -2,41 +2,26 @@
  * hybrid/hybrid.c — two-level data-parallel trainer: P MPI ranks x T OpenMP threads.
  *
  * Strategy: mpi/mpi.c's rank split with openmp/openmp.c's `--accum reduction` inside each
- * rank (seed report 001, figure 1). Every rank holds the whole MLP (same seed, same
- * initial weights) and walks the same global sample order. Each global mini-batch of
- * --batch B rows is cut into P contiguous rank parts (sizes differ by at most one), and
- * each rank part into T contiguous thread slices. Thread t of rank r runs forward and
- * backward on its slice with its own activations into its own gradient buffer (plain
- * sums A^T dZ, serial's kernel). Aggregation, per step:
- *   1. threads -> rank: after a barrier, thread t sums its slice of the parameters over
- *      the buffers of threads 0, 1, ..., T-1 in that order into the rank's gradient
- *      (a fixed order: bit-identical from run to run);
- *   2. rank -> ranks: after a barrier, the master thread alone calls MPI (--sync):
- *        allreduce     MPI_Allreduce of the rank gradients (235,146 floats by default);
- *                      then every rank's threads update their parameter slices;
- *        reduce-bcast  MPI_Reduce of the gradients to rank 0, rank 0's threads update
- *                      their slices, then the master thread MPI_Bcast()s the parameters;
- *   3. after a barrier, the threads apply serial's W = fmaf(-lr/B, g, W) (B global) to
- *      their slices and transpose their rows of each W into the W^T of the next backward.
- * sum_r sum_t g_rt is serial's A^T dZ with only the float summation order changed, so
- * P x T = 1 x 1 is serial bit for bit. Barriers per step: 4 (allreduce) or 6.
- * Thread level: MPI_Init_thread(MPI_THREAD_FUNNELED); every MPI call is made by the
- * master thread (inside `omp master` between barriers, or outside parallel regions).
- * A library providing less refuses to run: one-line error, exit 2. Test hook:
- * PARTRAIN_FAKE_PROVIDED=single|funneled|serialized|multiple replaces the provided
- * level that the check sees (tests/test_hybrid.sh; OpenMPI 4.1 here provides MULTIPLE).
- * Data: the whole training set on every rank (the shuffle is global); the test set is
- * sharded over the ranks and each rank's threads split every evaluation block.
- * Errors: MPI_ERRORS_RETURN, every MPI call checked: a failing call prints one line
- * (rank, call, MPI's message) and MPI_Abort()s. Bad flags or data: rank 0 prints the
- * one-line error, every rank finalizes and exits with status 2.
- * CSV: comm_seconds = seconds inside MPI calls during training (per-epoch median of the
- * rank average); sync_seconds = barrier waits of the rank's threads, summed over threads
- * (rank average, per-epoch median), which includes waiting for the master's MPI call.
- * More ranks x threads than cores need OMP_WAIT_POLICY=passive; a warning says so.
+ * rank (seed report 001, figure 1). Each global mini-batch is cut into P rank parts and
+ * each rank part into T thread slices; thread t of rank r computes serial's gradient
+ * sums on its slice into its own buffer. Per step:
+ *   1. threads -> rank: thread t sums its parameter slice over the threads' buffers in
+ *      thread order (a fixed order: bit-identical reruns);
+ *   2. rank -> ranks: the master thread alone calls MPI (--sync): allreduce (every rank
+ *      then updates) or reduce-bcast (rank 0 updates, then broadcasts the parameters);
+ *   3. the threads apply serial's W = fmaf(-lr/B, g, W) to their slices.
+ * Only the float summation order differs from serial: 1 x 1 is serial bit for bit.
+ * Communicated per step: the rank gradients (the size of the model) between ranks;
+ * barriers per step: 4 (allreduce) or 6 (reduce-bcast).
+ * Thread level: MPI_Init_thread(MPI_THREAD_FUNNELED), every MPI call by the master thread
+ * between barriers; a library providing less: one line, exit 2 (test hook
+ * PARTRAIN_FAKE_PROVIDED=single|funneled|serialized|multiple).
+ * CSV: comm_seconds = seconds in MPI; sync_seconds = barrier waits summed over a rank's
+ * threads (which include waiting for the master's MPI call). More ranks x threads than
+ * cores need OMP_WAIT_POLICY=passive; a warning says so. Design: docs/hybrid.md.
  *
- * Compile: make hybrid/hybrid   (mpicc -std=c11 -O3 -march=native -fopenmp hybrid/hybrid.c common/... -lz -lm)
- * Run:     scripts/mpirun.sh --bind-to-none 2 hybrid/hybrid --threads 2 --data data/fashion --batch 512
+ * Compile: make hybrid   (mpicc -std=c11 -O3 -march=native -fopenmp hybrid/hybrid.c common/{idx,options,results}.c -lz -lm)
+ * Run:     scripts/mpirun.sh --bind-to-none 4 hybrid/hybrid --threads 8 --data data/fashion --batch 512
  */
 #define _POSIX_C_SOURCE 200809L
 #include <fcntl.h>
@@ -460,14 +445,6 @@ static long evaluate(const mlp *m, work *ws, thread_stats *st, int T, const data
     return correct;
 }
 
-/* FNV-1a of the parameter bytes: equal on every rank iff the replicas are identical */
-static uint64_t params_hash(const mlp *m) {
-    const unsigned char *p = (const unsigned char *)m->params;
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < sizeof(float) * (size_t)m->params_alloc; i++) h = (h ^ p[i]) * 0x100000001b3ull;
-    return h;
-}
-
 /* --dump-params: W1 b1 W2 b2 ... as raw float32, without the alignment padding */
 static int dump_params(const mlp *m, const char *path, char *err, size_t errlen) {
     FILE *f = fopen(path, "wb");
@@ -526,27 +503,10 @@ int main(int argc, char **argv) {
     char err[IDX_ERR_LEN] = "";
 
     /* data: every rank checks the files; the sizes decide the same errors on every rank */
-    long train_avail = 0, test_avail = 0;
-    int bad = dataset_count(o->data_dir, "train", &train_avail, err, sizeof err) ||
-              dataset_count(o->data_dir, "t10k", &test_avail, err, sizeof err);
-    agree_or_die(bad, err, 2);
-    if (o->train_n > train_avail) die_all("--train %ld: %s holds only %ld training samples", o->train_n, o->data_dir, train_avail);
-    if (o->test_n > test_avail) die_all("--test %ld: %s holds only %ld test samples", o->test_n, o->data_dir, test_avail);
-    long train_n = o->train_n ? o->train_n : train_avail;
-    long test_n = o->test_n ? o->test_n : test_avail;
-    if (nranks > train_n)
-        die_all("%d ranks but only %ld training samples: every rank needs at least one (fewer ranks or a larger --train)", nranks, train_n);
-    if (o->batch_full) o->batch = train_n;
-    if (o->batch > train_n) die_all("--batch %ld is larger than the %ld training samples", o->batch, train_n);
-    if (o->batch < nranks)
-        die_all("--batch %ld is smaller than the %d ranks: every rank needs at least one row of each mini-batch", o->batch, nranks);
-    long test_lo, test_count;   /* this rank's test shard (empty when ranks > test samples) */
-    shard(test_n, rank, nranks, &test_lo, &test_count);
-    dataset train = {0}, test = {0};
-    bad = dataset_load(o->data_dir, "train", 0, train_n, o->image_size, &train, err, sizeof err);
-    if (!bad && test_count > 0)
-        bad = dataset_load(o->data_dir, "t10k", test_lo, test_count, o->image_size, &test, err, sizeof err);
-    agree_or_die(bad, err, 2);
+    sharded_data data;
+    load_sharded_data(o, 0, &data);
+    dataset train = data.train, test = data.test;
+    long train_n = data.train_n, test_n = data.test_n, test_count = data.test_count;
 
     /* threads: exactly T per rank, never fewer (a smaller team would mis-split the work) */
     const char *wait_policy = getenv("OMP_WAIT_POLICY") ? getenv("OMP_WAIT_POLICY") : "";
@@ -576,7 +536,7 @@ int main(int argc, char **argv) {
     double *epoch_sec = malloc(sizeof(double) * (size_t)o->epochs);
     double *comm_sec = malloc(sizeof(double) * (size_t)o->epochs);
     double *sync_sec = malloc(sizeof(double) * (size_t)o->epochs);
-    bad = !ws || !st || !order || !loss_curve || !acc_curve || !epoch_sec || !comm_sec || !sync_sec ||
+    int bad = !ws || !st || !order || !loss_curve || !acc_curve || !epoch_sec || !comm_sec || !sync_sec ||
           mlp_init(&m, train.features, o);
     for (int i = 0; i < T && !bad; i++) bad = work_init(&ws[i], &m, max_rows);
     agree_or_die(bad, "out of memory", 1);
@@ -647,10 +607,7 @@ int main(int argc, char **argv) {
     double total = timer_now() - t_start;
 
     /* the replicas must be bit-identical (every rank applied the same sums) */
-    unsigned long long h = params_hash(&m), hmin, hmax;
-    mpi_check(MPI_Allreduce(&h, &hmin, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce");
-    mpi_check(MPI_Allreduce(&h, &hmax, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
-    if (hmin != hmax) {
+    if (!replicas_identical(m.params, sizeof(float) * (size_t)m.params_alloc)) {
         if (rank == 0) fprintf(stderr, PROGRAM ": the model replicas differ between ranks after training (the reduction gave ranks different sums); no result written\n");
         return 1;
     }

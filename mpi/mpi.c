@@ -1,39 +1,26 @@
 /*
  * mpi/mpi.c — data-parallel trainer: P MPI ranks, one replica of the model each.
  *
- * Strategy: every rank holds the whole MLP (same seed, so the same initial weights) and
- * walks the same global sample order. Each global mini-batch of --batch B rows is cut
- * into P contiguous parts whose sizes differ by at most one; rank r runs forward and
- * backward on its part only and computes the plain gradient sums g_r = A_r^T dZ_r and
- * the bias column sums with serial's kernel. sum_r g_r is serial's A^T dZ (only the
- * float summation order differs), and every replica applies serial's update
- * W = fmaf(-lr/B, g, W). P ranks therefore train serial/serial's model step for step;
- * with P = 1 bit for bit.
- * Communicated per step (--sync), all of it float sums of 235,146 gradients by default:
- *   allreduce     one MPI_Allreduce over all gradients (one buffer laid out like the
- *                 parameters); every rank updates its replica.
- *   reduce-bcast  MPI_Reduce of the gradients to rank 0, rank 0 updates, MPI_Bcast of
- *                 the parameters (the scheme of seed report 002).
+ * Strategy: every rank holds the whole MLP (same seed, same initial weights) and walks
+ * the same global sample order. Each global mini-batch of B rows is cut into P
+ * contiguous parts; rank r computes serial's gradient sums on its part only, the sums
+ * are combined over the ranks, and every replica applies serial's update
+ * W = fmaf(-lr/B, g, W). So P ranks train serial's model step for step: P = 1 bit for
+ * bit, P > 1 up to the rounding of the split sums (docs/mpi.md).
+ * Communicated per step (--sync), the float gradient sums (the size of the model):
+ *   allreduce     one MPI_Allreduce over all gradients; every rank updates.
+ *   reduce-bcast  MPI_Reduce to rank 0, rank 0 updates, MPI_Bcast of the parameters.
  *   overlap       one MPI_Iallreduce per layer, started in backward as soon as that
- *                 layer's gradient exists (the last layer first, like PyTorch DDP's
- *                 buckets), pushed along by MPI_Testall after each product of the layers
- *                 below, MPI_Waitall before the update.
- * A rank whose part of a (last, short) batch is empty still joins every collective.
- * Per epoch, outside the timed training: loss, correct counts, times and the seconds
- * spent inside MPI calls are reduced to rank 0. Only rank 0 prints and writes the CSV.
- * Data: the shuffle is global (that is what makes P ranks equal serial), so every rank
- * touches every training sample within an epoch or two and loads the whole (--train N)
- * training set. The test set is split: rank r loads only its contiguous shard,
- * evaluates it, and the correct counts are summed.
- * Threads: one per rank (MPI_Init; no threads). Errors: MPI_COMM_WORLD returns errors
- * (MPI_ERRORS_RETURN) and every call is checked: a failing call prints one line naming
- * the rank, the call and MPI's message, then MPI_Abort()s the whole job; a rank that
- * dies is reported by mpirun, which ends the job. Bad flags or data: rank 0 prints the
- * one-line error, every rank finalizes and exits with status 2.
+ *                 layer's gradient exists, MPI_Waitall before the update.
+ * Per epoch, outside the timed training: loss, correct counts and seconds in MPI are
+ * reduced to rank 0, which alone prints and writes the CSV. Every rank loads the whole
+ * training set (the shuffle is global) and its own shard of the test set.
+ * Threads: one per rank (MPI_Init). Errors: common/mpi_util.h (every call checked, a
+ * failure ends the job with one line naming the rank and the call; bad flags or data:
+ * one line from rank 0, every rank exits 2).
  *
- * Compile: make mpi/mpi   (mpicc -std=c11 -O3 -march=native mpi/mpi.c common/... -lz -lm)
- * Run:     scripts/mpirun.sh 2 mpi/mpi --data data/fashion --batch 512 --sync allreduce
- *          (scripts/mpirun.sh sets the mpirun flags: --mca pml ob1, oversubscription, ...)
+ * Compile: make mpi   (mpicc -std=c11 -O3 -march=native mpi/mpi.c common/{idx,options,results}.c -lz -lm)
+ * Run:     scripts/mpirun.sh 4 mpi/mpi --data data/fashion --batch 512 --sync allreduce
  */
 #define _POSIX_C_SOURCE 200809L
 #include <fcntl.h>
@@ -345,14 +332,6 @@ static long evaluate(mlp *m, const dataset *d, unsigned char *predictions) {
     return correct;
 }
 
-/* FNV-1a of the parameter bytes: equal on every rank iff the replicas are identical */
-static uint64_t params_hash(const mlp *m) {
-    const unsigned char *p = (const unsigned char *)m->params;
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < sizeof(float) * (size_t)m->params_alloc; i++) h = (h ^ p[i]) * 0x100000001b3ull;
-    return h;
-}
-
 /* --dump-params: W1 b1 W2 b2 ... as raw float32, without the alignment padding */
 static int dump_params(const mlp *m, const char *path, char *err, size_t errlen) {
     FILE *f = fopen(path, "wb");
@@ -383,33 +362,10 @@ int main(int argc, char **argv) {
     char err[IDX_ERR_LEN] = "", variant[64];
 
     /* data: every rank checks the files; the sizes decide the same errors on every rank */
-    long train_avail = 0, test_avail = 0;
-    int bad = dataset_count(o->data_dir, "train", &train_avail, err, sizeof err) ||
-              dataset_count(o->data_dir, "t10k", &test_avail, err, sizeof err);
-    agree_or_die(bad, err, 2);
-    if (o->train_n > train_avail) die_all("--train %ld: %s holds only %ld training samples", o->train_n, o->data_dir, train_avail);
-    if (o->test_n > test_avail) die_all("--test %ld: %s holds only %ld test samples", o->test_n, o->data_dir, test_avail);
-    long train_n = o->train_n ? o->train_n : train_avail;
-    long test_n = o->test_n ? o->test_n : test_avail;
-    if (nranks > train_n)
-        die_all("%d ranks but only %ld training samples: every rank needs at least one (fewer ranks or a larger --train)", nranks, train_n);
-    if (mo.batch_per_rank) {
-        o->batch = mo.batch_per_rank * nranks;
-        if (o->batch > train_n)
-            die_all("--batch-per-rank %ld: %d ranks x %ld = %ld rows is larger than the %ld training samples",
-                    mo.batch_per_rank, nranks, mo.batch_per_rank, o->batch, train_n);
-    }
-    if (o->batch_full) o->batch = train_n;
-    if (o->batch > train_n) die_all("--batch %ld is larger than the %ld training samples", o->batch, train_n);
-    if (o->batch < nranks)
-        die_all("--batch %ld is smaller than the %d ranks: every rank needs at least one row of each mini-batch", o->batch, nranks);
-    long test_lo, test_count;   /* this rank's test shard (empty when ranks > test samples) */
-    shard(test_n, rank, nranks, &test_lo, &test_count);
-    dataset train = {0}, test = {0};
-    bad = dataset_load(o->data_dir, "train", 0, train_n, o->image_size, &train, err, sizeof err);
-    if (!bad && test_count > 0)
-        bad = dataset_load(o->data_dir, "t10k", test_lo, test_count, o->image_size, &test, err, sizeof err);
-    agree_or_die(bad, err, 2);
+    sharded_data data;
+    load_sharded_data(o, mo.batch_per_rank, &data);
+    dataset train = data.train, test = data.test;
+    long train_n = data.train_n, test_n = data.test_n, test_count = data.test_count;
 
     /* model: rank r holds at most ceil(B / P) rows of a batch */
     mlp m;
@@ -421,7 +377,7 @@ int main(int argc, char **argv) {
     double *acc_curve = malloc(sizeof(double) * (size_t)o->epochs);
     double *epoch_sec = malloc(sizeof(double) * (size_t)o->epochs);
     double *comm_sec = malloc(sizeof(double) * (size_t)o->epochs);
-    bad = mlp_init(&m, train.features, o, max_rows) || !order || !batch_y || !loss_curve || !acc_curve ||
+    int bad = mlp_init(&m, train.features, o, max_rows) || !order || !batch_y || !loss_curve || !acc_curve ||
           !epoch_sec || !comm_sec;
     agree_or_die(bad, "out of memory", 1);
     if (m.params_alloc > INT_MAX) die_all("--hidden: %ld parameters are more than one MPI message can count", m.params_alloc);
@@ -476,10 +432,7 @@ int main(int argc, char **argv) {
     double total = timer_now() - t_start;
 
     /* the replicas must be bit-identical (every rank applied the same sums) */
-    unsigned long long h = params_hash(&m), hmin, hmax;
-    mpi_check(MPI_Allreduce(&h, &hmin, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce");
-    mpi_check(MPI_Allreduce(&h, &hmax, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
-    if (hmin != hmax) {
+    if (!replicas_identical(m.params, sizeof(float) * (size_t)m.params_alloc)) {
         if (rank == 0) fprintf(stderr, PROGRAM ": the model replicas differ between ranks after training (the reduction gave ranks different sums); no result written\n");
         return 1;
     }

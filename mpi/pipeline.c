@@ -2,35 +2,24 @@
  * mpi/pipeline.c — model-parallel trainer: the MLP's layers split across P MPI ranks,
  * GPipe-style pipelining of micro-batches.
  *
- * Strategy: rank s (a "stage") holds only layers first_s..last_s of the network
- * (--split chooses the boundaries; by default the split that balances the FLOPs best).
- * Each mini-batch of --batch B rows is cut into --microbatches M contiguous
- * micro-batches (sizes differing by at most one). Forward: stage s receives a
- * micro-batch's activations from stage s-1, runs its layers on it and sends the result
- * to stage s+1 at once, so while stage s+1 works on micro-batch k, stage s already
- * works on k+1 (fill). The last stage computes softmax + cross-entropy. Backward, in
- * reverse order of the micro-batches: stage s receives dL/dZ of its last layer from
- * stage s+1, accumulates its weight and bias gradient sums over the micro-batches and
- * sends dL/dZ of the layer below its first layer to stage s-1 (drain). After the last
- * micro-batch every stage applies serial's update W = fmaf(-lr/B, g, W) to its own
- * layers, once per mini-batch. Every stage computes exactly what serial computes for
- * its layers; only the summation of the gradient over micro-batches adds rounding, so
- * with M = 1 the result is serial's bit for bit, for any P.
+ * Strategy: stage s (rank s) holds only its contiguous range of layers (--split, by
+ * default the split whose heaviest stage has the fewest FLOPs). Each mini-batch is cut
+ * into --microbatches M micro-batches. Forward: a stage receives a micro-batch's
+ * activations from the stage before, runs its layers and sends the result on at once,
+ * so the stages work on different micro-batches at the same time (fill). Backward, in
+ * reverse order: a stage receives dL/dZ of its last layer, accumulates its gradient sums
+ * over the micro-batches and sends dL/dZ of the layer below on (drain). After the last
+ * micro-batch every stage applies serial's update to its own layers. Only the sums over
+ * micro-batches add rounding: M = 1 is serial bit for bit at any P (docs/mpi.md).
  * Communicated: per micro-batch and stage boundary, the activations forward and the
- * gradient backward (rows x width floats each way), MPI_Isend/MPI_Irecv (receives
- * posted ahead for the whole mini-batch); no collective during training.
- * Bubble: a stage is idle while it waits for a neighbour. Measured per stage as
- * 1 - (its compute seconds) / (epoch seconds), printed next to GPipe's (P-1)/(M+P-1),
- * which assumes equally heavy stages; the CSV's sync_seconds holds the idle seconds
- * per epoch summed over the stages (median of epochs 2..E).
- * Data: stage 0 loads the images, the last stage the labels (the loader reads both);
- * middle stages load nothing. The test set goes through the same pipeline.
- * Threads: one per rank (MPI_Init). Errors: MPI_ERRORS_RETURN, every call checked; a
- * failing call prints one line and MPI_Abort()s the job. Bad flags or data: rank 0
- * prints the one-line error, every rank exits with status 2.
+ * gradient backward (rows x width floats), MPI_Isend/MPI_Irecv; no collective in training.
+ * Bubble: per stage 1 - compute seconds / epoch seconds, printed beside GPipe's
+ * (P-1)/(M+P-1); sync_seconds = idle seconds per epoch summed over the stages.
+ * Data: stage 0 uses the images, the last stage the labels.
+ * Threads: one per rank (MPI_Init). Errors: as mpi/mpi (common/mpi_util.h).
  *
- * Compile: make mpi/pipeline   (mpicc -std=c11 -O3 -march=native mpi/pipeline.c common/... -lz -lm)
- * Run:     scripts/mpirun.sh 2 mpi/pipeline --data data/fashion --batch 512 --microbatches 8
+ * Compile: make mpi   (mpicc -std=c11 -O3 -march=native mpi/pipeline.c common/{idx,options,results}.c -lz -lm)
+ * Run:     scripts/mpirun.sh 3 mpi/pipeline --data data/fashion --batch 512 --microbatches 8
  */
 #define _POSIX_C_SOURCE 200809L
 #include <fcntl.h>

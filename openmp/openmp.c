@@ -1,60 +1,30 @@
 /*
  * openmp/openmp.c — shared-memory trainer: T OpenMP threads share every mini-batch SGD
- * step, in one of three ways (--accum), so their costs can be compared side by side.
+ * step, in one of four ways (--accum), so their costs can be compared side by side.
  *
- * Strategy: serial/serial.c's MLP, maths and kernels (copied, kept identical), with the
- * same update W = fmaf(-lr/B, g, W) where g is summed over the whole global mini-batch
- * of B rows, whatever the number of threads T. The three ways:
- *   critical   data parallelism as in seed report 001's listing 1: thread t takes a
- *              contiguous slice of the batch's rows (sizes differ by at most one), runs
- *              forward and backward on its own activations into its own gradient buffer,
- *              then adds the whole buffer into one global gradient inside
- *              `#pragma omp critical` (the first thread to enter in a step copies). After
- *              a barrier each thread applies the update to its own slice of the parameters.
- *   reduction  the same without a lock (that report's proposed fix, seed 002's pattern):
- *              after a barrier thread t sums its slice of the parameters over the
- *              buffers of threads 0, 1, ..., T-1 in that order and updates the slice.
- *              The order is fixed, so results are bit-identical from run to run.
- *   loop       seed report 000's approach: one copy of the model and of the activations,
- *              every loop of the step split over the threads. Layer 1's forward product
- *              and every weight update are shared out tile by tile by column panels of W
- *              (`omp for collapse(2)` over panels x row blocks, static schedule, so a
- *              thread keeps the same part of W in its cache from step to step); layers
- *              2..L forward, the softmax and the input gradients by rows, each thread its
- *              rows straight through the layers (row-wise work needs no barrier between
- *              layers). Each element of a product is still computed by one thread in
- *              serial's order, so the weights stay bit-identical to serial's for any T;
- *              the threads exchange only activations (0.3 MB per step at batch 64),
- *              never gradients (0.94 MB per thread per step in the other two modes).
- *   model      model (tensor) parallelism inside the node, what none of the seed reports
- *              does: thread t owns a block of layer 1's hidden units — its columns of W[1]
- *              and b[1] and the matching rows of W[2] — and computes everything that
- *              touches them: its columns of layer 1's output, its partial product of
- *              layer 2 (act[1][:, own] . W[2][own, :]), later its part of the input
- *              gradient of layer 2 and the updates of its own parameters. The rest of
- *              the network (layer 2's bias and activation, layers 3..L, the softmax) is
- *              small; every thread computes it whole on a private replica, identically,
- *              so the replicas never diverge. Threads exchange only the partial products
- *              of layer 2 (rows x size[2] floats each) and the rows of x they gathered;
- *              no gradient is ever combined. Layer 2's pre-activation is the one sum split
- *              into pieces (added in thread order: deterministic; T = 1 is serial).
- * Synchronisation per step, by every thread of the team: critical — one critical section
- *   (each thread adds its 0.94 MB gradient) and 2 barriers; reduction — 2 barriers;
- *   loop — 3 barriers; model — 1 barrier. Parameter slices (critical, reduction): thread t owns a block of
- *   rows of every W (and of columns of every b), rounded to 16 floats, and also writes
- *   that block of the transposed copy of W used by the next backward pass.
- *   The loss and accuracy are per-thread partial sums, combined in thread order at the end
- *   of the epoch (a fixed-order reduction, so the printed loss is reproducible).
- * Threads: one `omp parallel num_threads(T)` region per epoch and one per evaluation;
- *   per-thread buffers are allocated once, 64-byte aligned. T = --threads, else
- *   OMP_NUM_THREADS, else every core. More threads than cores need OMP_WAIT_POLICY=passive
- *   (spinning threads steal the cores from the ones with work); a warning says so.
- * sync_seconds (CSV): per-epoch median (epochs 2..E, like epoch_seconds_median) of the
- *   time, summed over threads, spent in the critical construct including waiting to enter
- *   it (critical), or waiting at barriers (reduction, loop, model).
+ * Strategy: serial's MLP and maths (common/gemm.h, common/mlp.h) with serial's update
+ * W = fmaf(-lr/B, g, W), g summed over the whole mini-batch of B rows for any T:
+ *   critical   thread t takes a slice of the batch's rows, computes its own gradient
+ *              buffer and adds it into one global gradient in `omp critical`; then each
+ *              thread updates its slice of the parameters (seed report 001, listing 1).
+ *   reduction  the same without a lock: thread t sums its parameter slice over the
+ *              threads' buffers in thread order (fixed order: bit-identical reruns).
+ *   loop       one model and one set of activations, every loop of the step split over
+ *              the team (seed report 000): products tile by tile by column panels of W,
+ *              row-wise work by rows; each element is computed by one thread in serial's
+ *              order, so the weights are serial's bit for bit at every T.
+ *   model      thread t owns a block of layer 1's hidden units (its columns of W1, b1,
+ *              rows of W2) and everything that touches them; the small rest of the net
+ *              runs whole on every thread's replica. No gradient is ever combined.
+ * What moves per step: critical/reduction each thread's gradient (the size of the
+ *   model); loop the activations; model layer 2's partial products.
+ * Synchronisation per step: critical 1 critical section + 2 barriers, reduction 2,
+ *   loop 3, model 1 barrier. sync_seconds: time in them, summed over the threads.
+ * Threads: one `omp parallel` region per epoch; above the cores OMP_WAIT_POLICY=passive
+ *   (a warning says so). Design, tolerances and determinism: docs/openmp.md.
  *
- * Compile: make openmp   (cc -std=c11 -O3 -march=native -fopenmp openmp/openmp.c common/... -lz -lm)
- * Run:     openmp/openmp --threads 2 --accum loop --data data/fashion --epochs 5 --batch 64
+ * Compile: make openmp   (cc -std=c11 -O3 -march=native -fopenmp openmp/openmp.c common/{idx,options,results}.c -lz -lm)
+ * Run:     openmp/openmp --threads 8 --accum loop --data data/fashion --epochs 5 --batch 64
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -173,9 +143,9 @@ static void split(long n, int t, int T, long unit, long *lo, long *hi) {
 // panel by column panel (the NR = 64 columns of one kernel tile, each panel row-major,
 // the last one narrower): each thread owns whole panels, and so a contiguous part of
 // memory. With row-major W two threads that own the two halves of every row slow each
-// other down (measured in isolation: the W[1] update scales 1.5x instead of 1.85x on 2
-// cores; most likely the hardware prefetchers pull the neighbour's half of a row into
-// the wrong core). Same elements, same order of operations: only the addresses differ.
+// other down (most likely the hardware prefetchers pull the neighbour's half of a row
+// into the wrong core; docs/NOTES.md). Same elements, same order of operations: only
+// the addresses differ.
 // The activations live in `work` buffers: one per thread for critical/reduction (sized
 // for that thread's slice of a batch), one shared by the team for loop.
 
@@ -511,8 +481,7 @@ static void update_slice(mlp *m, float *const *g, int ng, float scale, int t, in
  * gets the same tiles in every block, so it continues its own partial sums (kept in
  * m->partial, since the epilogue reads W's old values) without a barrier; the last
  * block applies the update. Unblocked, each tile would stream the whole batch's rows
- * through the cache once per tile: --batch full on 20,000 images took 0.44-0.47 s per
- * epoch with 1 thread, blocked 0.27-0.30 s, serial 0.27-0.28 s (README, Large images). */
+ * through the cache once per tile (the difference: docs/NOTES.md). */
 static void dense_update_team(mlp *m, const work *w, const float *x, int rows, float scale) {
     int L = m->n_layers;
     epilogue u = EPI_PLAIN;

@@ -4,20 +4,18 @@
  * Strategy: none. A multi-layer perceptron (default 784-256-128-10, ReLU, softmax +
  * cross-entropy) trained with plain mini-batch SGD. Every speedup in the suite is
  * measured against this program, so it is written to be fast on one core:
- *   - a mini-batch is a matrix (batch x features) and every layer is a matrix product;
- *   - the products run in one register-blocked kernel (6 rows x 64 columns of
- *     accumulators in 24 AVX-512 registers: broadcast one A value, four vector loads
- *     of B per k), with a portable C path when AVX-512 is absent;
+ *   - a mini-batch is a matrix (batch x features) and every layer is a matrix product,
+ *     run by common/gemm.h's register-blocked kernel (docs/kernel.md);
  *   - bias + activation are fused into the forward product's epilogue, the activation
  *     derivative into the backward product's, and the SGD update into the weight-
  *     gradient product (W += -lr/B * A^T dZ): no gradient buffer, no extra pass.
  * Communication: none. Threads: one. Deterministic: the same seed gives bit-identical
  * results from run to run (fixed summation order everywhere).
  *
- * The maths here is duplicated on purpose in every other trainer (openmp, mpi, ...);
- * tests/ checks that they all produce serial's loss curve for the same seed.
+ * Every other trainer computes this maths with the same kernel and helpers (common/);
+ * tests/ checks that they reproduce serial's loss curve for the same seed.
  *
- * Compile: make serial   (cc -std=c11 -O3 -march=native serial/serial.c common/... -lz -lm)
+ * Compile: make serial   (cc -std=c11 -O3 -march=native serial/serial.c common/{idx,options,results}.c -lz -lm)
  * Run:     serial/serial --data data/fashion --epochs 5 --batch 64
  *          serial/serial --gemm blas ...   (OpenBLAS single-threaded, when built with it)
  */

@@ -3,7 +3,8 @@
 #
 # Each test (a C program in tests/bin/ or a tests/test_*.sh script) prints one line per
 # check: "PASS name", "FAIL name: detail" or "SKIP name: reason". This script counts
-# them, reports a test that died without saying FAIL as a failure, and ends with
+# them, reports a test that died without saying FAIL, or that printed no check line at
+# all, as a failure, and ends with
 #   N passed, N failed[, N skipped]
 # exiting non-zero if anything failed. Run from the repository root (make test does).
 set -u
@@ -27,7 +28,11 @@ for t in "${tests[@]}"; do
   rc=$?
   grep -E '^(PASS|FAIL|SKIP) ' "$log" | sed 's/^/  /'
   p=$(grep -c '^PASS ' "$log"); f=$(grep -c '^FAIL ' "$log"); s=$(grep -c '^SKIP ' "$log")
-  if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+  if [ $((p + f + s)) -eq 0 ]; then
+    echo "  FAIL $t: printed no PASS, FAIL or SKIP line (exit status $rc); its output:"
+    tail -n 20 "$log" | sed 's/^/    /'
+    f=1
+  elif [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
     echo "  FAIL $t: exited with status $rc without reporting a failure; its output:"
     tail -n 20 "$log" | sed 's/^/    /'
     f=1
