@@ -282,7 +282,8 @@ RESULTS ?= results
 PLOTS   ?= $(if $(filter results,$(RESULTS)),plots,$(RESULTS))
 .PHONY: report-md
 report-md:
-	@/usr/bin/python3 scripts/report.py --results $(RESULTS) --plots $(PLOTS) --out $(RESULTS)/REPORT.md
+	@bash -c '. bench/lib.sh && exec "$$PARTRAIN_PYTHON" scripts/report.py --results "$$1" --plots "$$2" --out "$$1/REPORT.md"' \
+	  report-md $(RESULTS) $(PLOTS)
 
 clean:
 	rm -f $(PROGRAMS) serial/serial-blas

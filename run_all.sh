@@ -4,7 +4,7 @@
 # the report. A rerun after an interruption continues where it stopped.
 #
 # Usage: ./run_all.sh [--quick | --smoke] [--only LIST] [--results DIR] [--fresh]
-#                     [--with-torch] [--no-setup]
+#                     [--with-torch] [--no-setup] [--list-steps]
 #   (no mode)       the full sweep: full-size data sets, every configuration, repeated
 #                   runs -> results/, figures in plots/ (about 30-40 minutes on 2 cores)
 #   --quick         a few minutes: training subsets, fewer epochs, configurations and
@@ -18,9 +18,13 @@
 #   --fresh         forget the finished steps (DIR/.done) and redo every step
 #   --with-torch    install python3-torch (apt-get) when running as root and it is missing;
 #                   otherwise print the exact apt-get line and go on without it. Without
-#                   this flag the PyTorch steps run when /usr/bin/python3 can import torch
-#                   and are skipped (with a line in skipped.txt) when it cannot
+#                   this flag the PyTorch steps run when $PARTRAIN_PYTHON (bench/lib.sh:
+#                   /usr/bin/python3, Debian's) can import torch and are skipped (with a
+#                   line in skipped.txt) when it cannot
 #   --no-setup      skip the set-up below (packages, data, make all): for tests
+#   --list-steps    print the id of every step the run would register (of the --only
+#                   groups, whatever this machine has or lacks), one per line, in order,
+#                   and exit without running or writing anything (scripts/report.py reads it)
 #
 # Set-up: scripts/setup.sh run (missing Debian packages — gnuplot-nox, hyperfine, OpenMPI,
 # ... — installed with apt-get when root, otherwise the exact apt-get line is printed),
@@ -86,9 +90,10 @@
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")" || exit 2
 
-PY=/usr/bin/python3              # Debian's interpreter (sees python3-torch)
+. bench/lib.sh                    # PARTRAIN_PYTHON (the one place it is chosen), LOCK, variant_table
+PY=$PARTRAIN_PYTHON
 ALL_GROUPS=(serial openmp mpi hybrid cuda cnn imagesize)
-mode=full only="" results="" fresh=0 with_torch=0 setup=1
+mode=full only="" results="" fresh=0 with_torch=0 setup=1 list_steps=0
 
 usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d; /^# shellcheck/d; s/^# \{0,1\}//'; }
 die() { echo "run_all: $*" >&2; exit 2; }
@@ -101,6 +106,7 @@ while [ $# -gt 0 ]; do
     --fresh) fresh=1; shift ;;
     --with-torch) with_torch=1; shift ;;
     --no-setup) setup=0; shift ;;
+    --list-steps) list_steps=1; shift ;;
     -h|--help) usage; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
@@ -121,8 +127,10 @@ fi
 wants() { [[ " ${selected[*]} " == *" $1 "* ]]; }
 
 donedir=$results/.done skipdir=$results/.skip logdir=$results/logs
-[ $fresh = 0 ] || rm -rf "$donedir" "$skipdir"
-mkdir -p "$logdir" "$donedir" "$skipdir" "$plotdir" || die "cannot create $results"
+if [ $list_steps = 0 ]; then
+  [ $fresh = 0 ] || rm -rf "$donedir" "$skipdir"
+  mkdir -p "$logdir" "$donedir" "$skipdir" "$plotdir" || die "cannot create $results"
+fi
 failed=0 t_all=$SECONDS
 k=0 n=0 cur_pid="" cur_step=setup
 
@@ -160,7 +168,7 @@ trap 'on_signal SIGTERM 143' TERM
 # one pinned core, one thread, OpenBLAS choosing its own kernels
 PIN1=(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
       MKL_NUM_THREADS=1 taskset -c 0)
-LOCKED=(); command -v flock >/dev/null && LOCKED=(flock /tmp/partrain-bench.lock)
+LOCKED=(); command -v flock >/dev/null && LOCKED=(flock "$LOCK")
 
 note() { echo "    $*"; }
 log=/dev/null        # the running step's log file
@@ -220,55 +228,58 @@ have_torch() { "$PY" -c 'import torch' 2>/dev/null; }
 torch_reason="$PY cannot import torch (./run_all.sh --with-torch installs python3-torch; or: apt-get install python3-torch)"
 
 # ---------------------------------------------------------------- set-up
-echo "run_all: $mode run of: ${selected[*]}; results in $results/, figures in $plotdir/"
-if [ $setup = 1 ]; then
-  if [ -x scripts/setup.sh ]; then
-    echo "[setup] packages and data (scripts/setup.sh run)"
-    scripts/setup.sh run 2>&1 | sed 's/^/    /' ||
-      echo "    setup incomplete (see above); steps whose tools or data are missing will be skipped"
-  fi
-  if [ ! -d data/fashion ] || [ ! -d data/mnist ]; then
-    echo "[setup] data/ incomplete: scripts/get-data.sh"
-    scripts/get-data.sh 2>&1 | sed 's/^/    /' || echo "    get-data failed; steps needing the missing data are skipped"
-  fi
-  need_build=0
-  for p in "${selected[@]}"; do
-    b=$p/$p
-    if [ -f "$b.c" ] || [ -f "$b.cu" ]; then
-      # missing, or older than its sources (make -q cannot tell: phony prerequisites)
-      if [ ! -x "$b" ] || [ -n "$(find "$p" common Makefile -newer "$b" \
-                                   \( -name '*.[ch]' -o -name '*.cu' -o -name Makefile \) 2>/dev/null | head -n 1)" ]; then
-        need_build=1
-      fi
+do_setup() {
+  echo "run_all: $mode run of: ${selected[*]}; results in $results/, figures in $plotdir/"
+  if [ $setup = 1 ]; then
+    if [ -x scripts/setup.sh ]; then
+      echo "[setup] packages and data (scripts/setup.sh run)"
+      scripts/setup.sh run 2>&1 | sed 's/^/    /' ||
+        echo "    setup incomplete (see above); steps whose tools or data are missing will be skipped"
     fi
-  done
-  if [ $need_build = 1 ]; then
-    echo "[setup] binaries missing or older than their sources: make all"
-    make all 2>&1 | tail -n 14 | sed 's/^/    /'
-  fi
-else
-  echo "[setup] skipped (--no-setup)"
-fi
-for tool in gnuplot hyperfine taskset flock; do
-  command -v $tool >/dev/null ||
-    echo "[setup] $tool missing: steps needing it are skipped (install: apt-get install $(
-      case $tool in gnuplot) echo gnuplot-nox ;; taskset|flock) echo util-linux ;; *) echo $tool ;; esac))"
-done
-if [ $with_torch = 1 ] && ! have_torch; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    echo "[setup] --with-torch: apt-get install python3-torch (log: /tmp/partrain-apt.log)"
-    { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-torch ||
-      { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-torch; }; } >/tmp/partrain-apt.log 2>&1 ||
-      echo "    apt-get install python3-torch failed (see /tmp/partrain-apt.log); going on without PyTorch"
+    if [ ! -d data/fashion ] || [ ! -d data/mnist ]; then
+      echo "[setup] data/ incomplete: scripts/get-data.sh"
+      scripts/get-data.sh 2>&1 | sed 's/^/    /' || echo "    get-data failed; steps needing the missing data are skipped"
+    fi
+    need_build=0
+    for p in "${selected[@]}"; do
+      b=$p/$p
+      if [ -f "$b.c" ] || [ -f "$b.cu" ]; then
+        # missing, or older than its sources (make -q cannot tell: phony prerequisites)
+        if [ ! -x "$b" ] || [ -n "$(find "$p" common Makefile -newer "$b" \
+                                     \( -name '*.[ch]' -o -name '*.cu' -o -name Makefile \) 2>/dev/null | head -n 1)" ]; then
+          need_build=1
+        fi
+      fi
+    done
+    if [ $need_build = 1 ]; then
+      echo "[setup] binaries missing or older than their sources: make all"
+      make all 2>&1 | tail -n 14 | sed 's/^/    /'
+    fi
   else
-    echo "[setup] --with-torch: not root; install PyTorch with: sudo apt-get install python3-torch (going on without it)"
+    echo "[setup] skipped (--no-setup)"
   fi
-fi
-if have_torch; then
-  echo "[setup] PyTorch: $("$PY" -c 'import torch; print(torch.__version__)' 2>/dev/null) (the PyTorch steps run)"
-else
-  echo "[setup] PyTorch: not importable by $PY: the PyTorch steps are skipped (--with-torch installs it)"
-fi
+  for tool in gnuplot hyperfine taskset flock; do
+    command -v $tool >/dev/null ||
+      echo "[setup] $tool missing: steps needing it are skipped (install: apt-get install $(
+        case $tool in gnuplot) echo gnuplot-nox ;; taskset|flock) echo util-linux ;; *) echo $tool ;; esac))"
+  done
+  if [ $with_torch = 1 ] && ! have_torch; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+      echo "[setup] --with-torch: apt-get install python3-torch (log: /tmp/partrain-apt.log)"
+      { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-torch ||
+        { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-torch; }; } >/tmp/partrain-apt.log 2>&1 ||
+        echo "    apt-get install python3-torch failed (see /tmp/partrain-apt.log); going on without PyTorch"
+    else
+      echo "[setup] --with-torch: not root; install PyTorch with: sudo apt-get install python3-torch (going on without it)"
+    fi
+  fi
+  if have_torch; then
+    echo "[setup] PyTorch: $("$PY" -c 'import torch; print(torch.__version__)' 2>/dev/null) (the PyTorch steps run)"
+  else
+    echo "[setup] PyTorch: not importable by $PY: the PyTorch steps are skipped (--with-torch installs it)"
+  fi
+}
+[ $list_steps = 1 ] || do_setup
 
 # ---------------------------------------------------------------- steps
 # add_step ID FUNCTION DESCRIPTION OUTPUTS: OUTPUTS (space-separated, relative to DIR)
@@ -332,10 +343,16 @@ serial_curves() {
   [ -s "$csv" ] || { [ $ok = 0 ] && return 3; }
   return $ok
 }
-serial_hyperfine() {
-  local pin="${PIN1[*]}"
-  local cmds=(serial-own-gemm "$pin serial/serial --gemm own $HF_ARGS")
-  serial/serial --help | grep -q 'not built in' || cmds+=(serial-blas "$pin serial/serial --gemm blas $HF_ARGS")
+# variant_flags_desc PROG: the flags of PROG's variants, "--gemm own, --gemm blas"
+variant_flags_desc() {
+  local list
+  list=$(variant_table "$1" 2>/dev/null) || { echo "every variant of $1"; return; }
+  cut -f2 <<<"$list" | paste -sd, | sed 's/,/, /g'
+}
+serial_hyperfine() {   # every --gemm variant this build lists (blas only when built with OpenBLAS)
+  local pin="${PIN1[*]}" cmds=() list name flags
+  list=$(variant_table serial/serial) || return 1
+  while IFS=$'\t' read -r name flags _; do cmds+=("serial-$name" "$pin serial/serial $flags $HF_ARGS"); done <<<"$list"
   hyperfine_step serial "${cmds[@]}"
 }
 serial_vs_torch() {
@@ -347,7 +364,7 @@ serial_vs_torch() {
 }
 steps_serial() {
   add_step serial-curves serial_curves "serial: loss/accuracy curves, MNIST digits + Fashion-MNIST ($(by_mode '10 epochs' '3 epochs, Fashion 10k' '1k samples each, 2 epochs')) -> $results/runs.csv" runs.csv
-  add_step hyperfine-serial serial_hyperfine "$(hf_desc serial 'one pinned core: own kernel, --gemm blas')" hyperfine-serial.json
+  add_step hyperfine-serial serial_hyperfine "$(hf_desc serial "one pinned core: $(variant_flags_desc serial/serial)")" hyperfine-serial.json
   add_step serial-vs-torch serial_vs_torch "serial vs PyTorch on one core (bench/serial-vs-torch.sh$(by_mode '' ' --quick' ', 1k MNIST digits, 2 epochs, 1 run')) -> $results/bench-serial.csv" bench-serial.csv
 }
 
@@ -504,15 +521,16 @@ steps_cnn() {
 CUDA_BIN=${PARTRAIN_CUDA_BIN:-cuda/cuda}
 cuda_kernels() {
   have_data "$DATA" || return 3
-  local csv=$results/cuda.csv ok=0 args k
+  local csv=$results/cuda.csv ok=0 args list flags kargs
   read -r -a args <<<"$(by_mode "--epochs 4" "--train 10000 --epochs 3" "--train 1000 --test 500 --epochs 2")"
   args=(--data "$DATA" --batch 64 --quiet --csv "$csv" "${args[@]}")
+  list=$(variant_table "$CUDA_BIN") || return 1
   run_logged "${LOCKED[@]}" "${PIN1[@]}" serial/serial "${args[@]}" || return 1
-  for k in "naive" "tiled --tile 16" "tiled --tile 32" "cublas"; do
-    # shellcheck disable=SC2086  # "tiled --tile 16"
-    run_logged "${LOCKED[@]}" "$CUDA_BIN" --kernel $k "${args[@]}" ||
-      { skip_note cuda "$CUDA_BIN --kernel $k failed on this GPU: $(grep -v '^\$' "$log" | tail -n 1)"; ok=1; }
-  done
+  while IFS=$'\t' read -r _ flags _; do   # every kernel the binary lists, with its flags
+    read -r -a kargs <<<"$flags"
+    run_logged "${LOCKED[@]}" "$CUDA_BIN" "${kargs[@]}" "${args[@]}" </dev/null ||
+      { skip_note cuda "$CUDA_BIN $flags failed on this GPU: $(grep -v '^\$' "$log" | tail -n 1)"; ok=1; }
+  done <<<"$list"
   # a failing kernel is reported in skipped.txt, never fails the run
   [ $ok = 0 ] || note "some kernels failed (see $results/skipped.txt)"
   return 0
@@ -520,16 +538,25 @@ cuda_kernels() {
 cuda_hyperfine() {
   hyperfine_step cuda cuda-tiled "$CUDA_BIN --kernel tiled $HF_ARGS"
 }
-steps_cuda() {
+cuda_usable() {   # the probe: a tiny run on the GPU (else a group_skip line with the reason)
   local probe rc
-  [ -d data/mnist ] || { group_skip cuda "data/mnist missing: cannot probe the GPU (scripts/get-data.sh)"; return; }
+  [ -d data/mnist ] || { group_skip cuda "data/mnist missing: cannot probe the GPU (scripts/get-data.sh)"; return 1; }
   probe=$("$CUDA_BIN" --data data/mnist --train 64 --test 16 --hidden 8 --epochs 1 --kernel naive --csv none 2>&1); rc=$?
   case $rc in
     0) ;;
-    3) group_skip cuda "no GPU: $(printf '%s\n' "$probe" | tail -n 1)"; return ;;
-    *) group_skip cuda "$CUDA_BIN failed on a tiny probe run (exit $rc): $(printf '%s\n' "$probe" | tail -n 1)"; return ;;
+    3) group_skip cuda "no GPU: $(printf '%s\n' "$probe" | tail -n 1)"; return 1 ;;
+    *) group_skip cuda "$CUDA_BIN failed on a tiny probe run (exit $rc): $(printf '%s\n' "$probe" | tail -n 1)"; return 1 ;;
   esac
-  add_step cuda cuda_kernels "cuda: --kernel naive, tiled 16, tiled 32, cublas and serial, batch 64, $(by_mode '60k Fashion-MNIST, 4 epochs' '10k Fashion-MNIST, 3 epochs' '1k MNIST digits, 2 epochs') -> $results/cuda.csv" cuda.csv
+}
+# the kernels of $CUDA_BIN --list-variants as the step line names them: "naive, tiled 16, ..."
+cuda_kernels_desc() {
+  local list
+  [ $list_steps = 0 ] || return 0      # only the ids are listed: no need to start the binary
+  list=$(variant_table "$CUDA_BIN" 2>/dev/null) || { echo "every kernel"; return; }
+  cut -f2 <<<"$list" | sed 's/^--kernel //; s/ --tile / /' | paste -sd, | sed 's/,/, /g'
+}
+steps_cuda() {
+  add_step cuda cuda_kernels "cuda: --kernel $(cuda_kernels_desc) and serial, batch 64, $(by_mode '60k Fashion-MNIST, 4 epochs' '10k Fashion-MNIST, 3 epochs' '1k MNIST digits, 2 epochs') -> $results/cuda.csv" cuda.csv
   add_step hyperfine-cuda cuda_hyperfine "$(hf_desc cuda "$CUDA_BIN --kernel tiled")" hyperfine-cuda.json
 }
 
@@ -552,7 +579,6 @@ imagesize_sweep() {
   "$PY" scripts/imagesize.py "$csv" --table | sed 's/^/    /'
 }
 steps_imagesize() {
-  [ -x serial/serial ] || { group_skip imagesize "serial/serial not built (make all)"; return; }
   add_step imagesize imagesize_sweep "imagesize: seed report 002's duration vs image size, --image-size 28, 57, 112 (784, 3249, 12544 inputs), $(by_mode '10k Fashion-MNIST, 3 epochs' '4k Fashion-MNIST, 2 epochs' '1k MNIST digits, 2 epochs'): serial (1 core), openmp T = 2, mpi P = 2 allreduce -> $results/imagesize.csv" imagesize.csv
 }
 
@@ -575,9 +601,14 @@ report_step() {
 }
 
 # ---------------------------------------------------------------- registration
-for p in "${selected[@]}"; do
-  rm -f "$skipdir/group-$p"
-  if [ "$p" = imagesize ]; then steps_imagesize; continue; fi
+# group_usable GROUP: whether this machine can run the group's steps (else a group_skip
+# line says why)
+group_usable() {
+  local p=$1 bin
+  if [ "$p" = imagesize ]; then
+    [ -x serial/serial ] || { group_skip imagesize "serial/serial not built (make all)"; return 1; }
+    return 0
+  fi
   bin=$p/$p; [ $p = cuda ] && bin=$CUDA_BIN
   if [ ! -x "$bin" ]; then
     if [ $p = cuda ]; then
@@ -591,15 +622,21 @@ for p in "${selected[@]}"; do
     else
       group_skip "$p" "not implemented yet (no $p/$p.c)"
     fi
-    continue
+    return 1
   fi
   case $p in
-    mpi|hybrid|cnn) command -v mpirun >/dev/null || { group_skip "$p" "mpirun not found (apt-get install openmpi-bin)"; continue; } ;;
+    mpi|hybrid|cnn) command -v mpirun >/dev/null || { group_skip "$p" "mpirun not found (apt-get install openmpi-bin)"; return 1; } ;;
+    cuda) cuda_usable || return 1 ;;
   esac
-  "steps_$p"
+}
+for p in "${selected[@]}"; do
+  if [ $list_steps = 1 ]; then "steps_$p"; continue; fi
+  rm -f "$skipdir/group-$p"
+  group_usable "$p" && "steps_$p"
 done
 add_step plots plots_step "plots: every figure from the CSVs in $results/ (scripts/plot.sh, as make plots) -> $plotdir/*.png"
 add_step report report_step "report: scripts/report.py -> $results/REPORT.md"
+if [ $list_steps = 1 ]; then printf '%s\n' "${step_id[@]}"; exit 0; fi
 
 # ---------------------------------------------------------------- run
 n=${#step_id[@]}

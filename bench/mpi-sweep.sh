@@ -2,7 +2,8 @@
 # bench/mpi-sweep.sh — scaling sweeps of the MPI trainers (run_all.sh's mpi steps).
 #
 #   strong    mpi/mpi on a fixed training set (default all 60k of Fashion-MNIST) and a
-#             fixed global batch (default 512), P = 1, 2, 4, 8 ranks, every --sync,
+#             fixed global batch (default 512), P = 1, 2, 4, 8 ranks, every --sync variant
+#             (mpi/mpi --list-variants),
 #             plus serial/serial once as the speedup baseline -> DIR/mpi-strong.csv
 #   weak      mpi/mpi with the work per rank fixed: --train P*N (default N = 7,500, so
 #             P = 8 is all 60k) and --batch-per-rank B (default 64: global batch 64P,
@@ -31,15 +32,10 @@
 # Exit status: 0; 1 when a run fails; 2 on a usage error or a missing prerequisite.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+. bench/lib.sh
 
 results=results ranks="1 2 4 8" epochs=3 batch=512 per_rank=7500 per_rank_batch=64 only=strong,weak,pipeline
 data=data/fashion strong_train=0 stages="1 2 3" microbatches="1 4 8"
-LOCK=/tmp/partrain-bench.lock
-SYNCS=(allreduce reduce-bcast overlap)
-
-usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
-die() { echo "mpi-sweep: $*" >&2; exit 2; }
-need_value() { [ $# -ge 2 ] && [ -n "$2" ] || die "$1 needs a value"; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --results)        need_value "$@"; results=$2; shift 2 ;;
@@ -54,7 +50,7 @@ while [ $# -gt 0 ]; do
     --stages)         need_value "$@"; stages=$2; shift 2 ;;
     --microbatches)   need_value "$@"; microbatches=$2; shift 2 ;;
     --quick)          strong_train=12000 per_rank=1500 ranks="1 2 4" epochs=2; shift ;;
-    -h|--help) usage; exit 0 ;;
+    -h|--help) bench_usage; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
 done
@@ -64,10 +60,10 @@ for p in $stages; do [[ $p =~ ^[1-9][0-9]*$ ]] || die "--stages: not a positive 
 for m in $microbatches; do [[ $m =~ ^[1-9][0-9]*$ ]] || die "--microbatches: not a positive integer: '$m'"; done
 [[ $strong_train =~ ^[0-9]+$ ]] || die "--train: not a non-negative integer: '$strong_train'"
 for part in ${only//,/ }; do [[ " strong weak pipeline " == *" $part "* ]] || die "--only: unknown part '$part'"; done
-command -v mpirun >/dev/null || die "mpirun missing (apt-get install openmpi-bin)"
-command -v flock >/dev/null && command -v taskset >/dev/null || die "flock/taskset missing (apt-get install util-linux)"
-for b in serial/serial mpi/mpi mpi/pipeline; do [ -x $b ] || die "$b is not built (run: make all)"; done
+need_tools mpirun flock taskset
+need_built serial/serial mpi/mpi mpi/pipeline
 [ -d "$data" ] || die "$data missing (run: scripts/get-data.sh)"
+load_variants mpi/mpi || exit 2
 mkdir -p "$results"
 wants() { [[ ",$only," == *",$1,"* ]]; }
 
@@ -91,7 +87,8 @@ if wants strong; then
   echo "strong scaling: $([ "$strong_train" -eq 0 ] && echo 'all training samples' || echo "$strong_train samples"), global batch $batch -> $csv"
   run "serial (1 core)" env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 taskset -c 0 serial/serial "${args[@]}"
   for p in $ranks; do
-    for s in "${SYNCS[@]}"; do run "mpi $s P=$p" scripts/mpirun.sh "$p" mpi/mpi --sync "$s" "${args[@]}"; done
+    # shellcheck disable=SC2086  # the variant's flags, e.g. "--sync allreduce"
+    for s in "${VARIANTS[@]}"; do run "mpi $s P=$p" scripts/mpirun.sh "$p" mpi/mpi ${VARIANT_FLAGS[$s]} "${args[@]}"; done
   done
 fi
 
@@ -99,8 +96,9 @@ if wants weak; then
   csv=$results/mpi-weak.csv
   echo "weak scaling: $per_rank samples and $per_rank_batch rows per step per rank -> $csv"
   for p in $ranks; do
-    for s in "${SYNCS[@]}"; do
-      run "mpi $s P=$p (train $((per_rank * p)))" scripts/mpirun.sh "$p" mpi/mpi --sync "$s" --data "$data" \
+    for s in "${VARIANTS[@]}"; do
+      # shellcheck disable=SC2086  # the variant's flags
+      run "mpi $s P=$p (train $((per_rank * p)))" scripts/mpirun.sh "$p" mpi/mpi ${VARIANT_FLAGS[$s]} --data "$data" \
         --train $((per_rank * p)) --batch-per-rank "$per_rank_batch" --epochs "$epochs" --csv "$csv" --quiet
     done
   done

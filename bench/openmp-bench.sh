@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# bench/openmp-bench.sh — openmp/openmp's four --accum modes against serial and PyTorch.
+# bench/openmp-bench.sh — openmp/openmp's --accum modes against serial and PyTorch.
 #
 # One invocation measures side by side, on Fashion-MNIST (all 60k, the default MLP):
 #   serial/serial                       pinned to core 0 (taskset -c 0), one thread
-#   openmp/openmp --accum critical|reduction|loop|model --threads T   for each T in --threads
+#   openmp/openmp FLAGS --threads T     for each variant openmp/openmp --list-variants
+#                                       names (FLAGS: --accum MODE) and each T in --threads
 #   bench/torch_mlp.py --threads T      for each T, with OMP/OPENBLAS/MKL_NUM_THREADS=T
 # for each mini-batch size in --batches. A run with T threads is confined to cores
 # 0..T-1 (taskset), so T = 1 is pinned like serial. OMP_WAIT_POLICY is left unset (the
@@ -22,10 +23,10 @@
 # Accepted rows are appended to the CSV; then per batch size a table of the
 # median over the R runs of each run's epoch_seconds_median (itself the median of
 # epochs 2..E), the median sync_seconds (per epoch, summed over threads: time in the
-# critical section for critical, waiting at barriers for reduction, loop and model), the
-# speedup vs serial, and how many times faster than PyTorch's best thread count; and
-# verdict lines for the targets (best mode at T = 2: >= 1.6x serial at batch 64,
-# >= 1.85x at batch 512; >= 2.5x faster than PyTorch's best).
+# critical section, or waiting at barriers, as each mode counts it), the speedup vs
+# serial, and how many times faster than PyTorch's best thread count; and verdict lines
+# for the targets (best mode at T = 2: >= 1.6x serial at batch 64, >= 1.85x at batch 512;
+# >= 2.5x faster than PyTorch's best). The tables: scripts/bench_tables.py openmp.
 #
 # Usage: bench/openmp-bench.sh [--epochs E] [--runs R] [--batches B,B] [--threads T,T]
 #                              [--csv FILE] [--data DIR] [--train N] [--no-torch] [--quick]
@@ -46,15 +47,10 @@
 # Exit status: 0; 1 when a run fails; 2 on a usage error or a missing prerequisite.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+. bench/lib.sh
 
-PY=/usr/bin/python3          # Debian's interpreter: the one that sees python3-torch
 epochs=4 runs=3 batches=64,512 threads=1,2 csv=results/bench-openmp.csv data=data/fashion train=0 torch=1
 tries=3 max_other=0.05 report_only=0 since=
-variants=(critical reduction loop model)
-
-usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
-die() { echo "openmp-bench: $*" >&2; exit 2; }
-need_value() { [ $# -ge 2 ] && [ -n "$2" ] || die "$1 needs a value"; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --epochs)  need_value "$@"; epochs=$2; shift 2 ;;
@@ -70,7 +66,7 @@ while [ $# -gt 0 ]; do
     --tries)   need_value "$@"; tries=$2; shift 2 ;;
     --max-other) need_value "$@"; max_other=$2; shift 2 ;;
     --quick)   train=6400 epochs=2 runs=1 tries=1; shift ;;
-    -h|--help) usage; exit 0 ;;
+    -h|--help) bench_usage; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
 done
@@ -86,70 +82,7 @@ IFS=, read -r -a batch_list <<<"$batches"
 IFS=, read -r -a thread_list <<<"$threads"
 
 summarize() {   # the tables, from the rows of $csv with timestamp >= $since
-"$PY" - "$csv" "$since" "$epochs" "$train" <<'PY'
-import csv, statistics, sys
-path, since, epochs, train = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-rows = [r for r in csv.DictReader(open(path, newline=""))
-        if r["timestamp"] >= since and r["epochs"] == epochs and (train == 0 or r["train_n"] == str(train))]
-TARGET = {64: 1.6, 512: 1.85}
-med = statistics.median
-print(f"epoch s: median over runs of each run's median epoch time (epochs 2..{epochs}); sync s: the same for")
-print("sync_seconds (summed over threads; critical: inside the critical construct incl. waiting to enter,")
-print("others: barrier waits). vs serial / vs torch: median over rounds of the ratio to serial's time and to")
-print("PyTorch's best time measured in the same round (rounds are interleaved, so the machine's drift cancels).")
-for b in sorted({int(r["batch"]) for r in rows}):
-    rs = [r for r in rows if int(r["batch"]) == b]
-    # rounds: every serial row of this batch starts one (rows are appended in run order)
-    rnd, cur = [], -1
-    for r in rs:
-        if r["program"] == "serial":
-            cur += 1
-        rnd.append(cur)
-    groups, serial_r, torch_r = {}, {}, {}
-    for r, k in zip(rs, rnd):
-        e = float(r["epoch_seconds_median"])
-        key = (r["program"], r["variant"], int(r["threads"]))
-        groups.setdefault(key, []).append((k, r))
-        if r["program"] == "serial":
-            serial_r[k] = e
-        if r["program"] == "pytorch":
-            torch_r[k] = min(e, torch_r.get(k, e))
-    torch_t = {}
-    for key, v in groups.items():
-        if key[0] == "pytorch":
-            torch_t[key[2]] = med(float(r["epoch_seconds_median"]) for _, r in v)
-    head = f"batch {b}"
-    if torch_t:
-        tb = min(torch_t, key=torch_t.get)
-        head += f" (PyTorch: best with {tb} thread(s), {torch_t[tb]:.3f} s; " + ", ".join(
-            f"T={t}: {torch_t[t]:.3f} s" for t in sorted(torch_t)) + ")"
-    print("\n" + head)
-    hdr = (f"{'program':8s} {'variant':15s} {'T':>2s} {'runs':>4s} {'epoch s':>8s} {'sync s':>7s} "
-           f"{'policy':>8s} {'vs serial':>9s} {'vs torch':>8s}")
-    print(hdr); print("-" * len(hdr))
-    best = None
-    for key in sorted(groups, key=lambda k: (k[0] != "serial", k[0] == "pytorch", k[2], k[1])):
-        v = groups[key]
-        e = med(float(r["epoch_seconds_median"]) for _, r in v)
-        sy = med(float(r["sync_seconds"]) for _, r in v)
-        pol = v[-1][1]["omp_wait_policy"] or "unset"
-        sp = [serial_r[k] / float(r["epoch_seconds_median"]) for k, r in v if k in serial_r]
-        vt = [torch_r[k] / float(r["epoch_seconds_median"]) for k, r in v if k in torch_r]
-        sps = f"{med(sp):.2f}x" if sp else "-"
-        vts = f"{med(vt):.2f}x" if vt else "-"
-        print(f"{key[0]:8s} {key[1][:15]:15s} {key[2]:2d} {len(v):4d} {e:8.3f} {sy:7.3f} {pol:>8s} {sps:>9s} {vts:>8s}")
-        if key[0] == "openmp" and key[2] == 2 and sp and (best is None or med(sp) > best[1]):
-            best = (key[1], med(sp), med(vt) if vt else None, sp)
-    if best:
-        tgt = TARGET.get(b)
-        line = (f"best mode at T=2, batch {b}: {best[0]}, {best[1]:.2f}x serial (rounds: "
-                + " ".join(f"{x:.2f}" for x in best[3]) + ")")
-        if tgt:
-            line += f"; target >= {tgt}: {'met' if best[1] >= tgt else 'NOT met'}"
-        if best[2] is not None:
-            line += f"; {best[2]:.2f}x faster than PyTorch's best (target >= 2.5: {'met' if best[2] >= 2.5 else 'NOT met'})"
-        print(line)
-PY
+  "$PY" scripts/bench_tables.py openmp "$csv" --since "$since" --epochs "$epochs" --train "$train"
 }
 if [ "$report_only" = 1 ]; then
   [ -s "$csv" ] || die "$csv: missing or empty"
@@ -158,11 +91,11 @@ if [ "$report_only" = 1 ]; then
 fi
 
 # prerequisites
-command -v taskset >/dev/null || die "taskset missing (apt-get install util-linux)"
-command -v flock >/dev/null || die "flock missing (apt-get install util-linux)"
+need_tools taskset flock
 [ -x serial/serial ] || die "serial/serial is not built (run: make serial)"
 [ -x openmp/openmp ] || die "openmp/openmp is not built (run: make openmp; needs a compiler with -fopenmp)"
 [ -d "$data" ] || die "$data missing (run: scripts/get-data.sh)"
+load_variants openmp/openmp || exit 2
 torch_version=none
 if [ $torch = 1 ]; then
   torch_version=$("$PY" -c 'import torch; print(torch.__version__)' 2>/dev/null) ||
@@ -181,25 +114,18 @@ launch() {
 
 common=(--data "$data" --epochs "$epochs" --quiet)
 [ "$train" -eq 0 ] || common+=(--train "$train")
-[ -n "$since" ] || since=$(date -u +%Y-%m-%dT%H:%M:%SZ)
-per_set=$(( 1 + ${#variants[@]} * ${#thread_list[@]} + torch * ${#thread_list[@]} ))
+[ -n "$since" ] || since=$(utc_now)
+per_set=$(( 1 + ${#VARIANTS[@]} * ${#thread_list[@]} + torch * ${#thread_list[@]} ))
 total=$(( runs * ${#batch_list[@]} * per_set ))
 echo "openmp-bench: $data$([ "$train" -eq 0 ] || echo " (first $train samples)"), batches ${batches}, threads ${threads}, $epochs epochs x $runs runs," \
      "$cores cores, torch $torch_version; rows -> $csv"
-# load accounting: busy and total jiffies of all CPUs; CPU seconds of this shell's children
-cpu_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9 }' /proc/stat; }
+# load accounting: busy and total jiffies of all CPUs (cpu_ticks); CPU seconds of this
+# shell's children
 children_cpu() {   # `times` must run in this shell, not in a $(...) subshell
   times >"$tmp/times"
   tail -n 1 "$tmp/times" | awk '{ s = 0; for (i = 1; i <= 2; i++) { split($i, a, "m"); s += a[1] * 60 + a[2] } print s }'
 }
 hz=$(getconf CLK_TCK)
-wait_idle() {   # up to 30 s for 2 s in which the CPUs were >= 97% idle
-  local end=$((SECONDS + 30)) b0 t0 b1 t1
-  while [ $SECONDS -lt $end ]; do
-    read -r b0 t0 < <(cpu_ticks); sleep 2; read -r b1 t1 < <(cpu_ticks)
-    [ $(( 100 * (b1 - b0) )) -le $(( 3 * (t1 - t0) )) ] && return 0
-  done
-}
 tmp=$(mktemp -d /tmp/openmp-bench-XXXXXX)
 trap 'rm -rf "$tmp" "$csv.tmp.$$"' EXIT
 k=0
@@ -208,11 +134,11 @@ run_one() {   # label, T, command... (writing its CSV row to $tmp/row.csv): one 
   k=$((k + 1))
   local out attempt other flag="" b0 t0 b1 t1 c0 c1 w0
   for attempt in $(seq 1 "$tries"); do
-    [ "$tries" -eq 1 ] || wait_idle
+    [ "$tries" -eq 1 ] || wait_idle 30 2 97 || true   # up to 30 s for 2 s with the CPUs >= 97 % idle
     rm -f "$tmp/row.csv"
     read -r b0 t0 < <(cpu_ticks); children_cpu >"$tmp/c0"; w0=$(date +%s.%N)
     # shellcheck disable=SC2046
-    if ! out=$(flock /tmp/partrain-bench.lock $(launch "$T") "$@" --csv "$tmp/row.csv" 2>&1); then
+    if ! out=$(flock "$LOCK" $(launch "$T") "$@" --csv "$tmp/row.csv" 2>&1); then
       printf '%s\n' "$out" >&2
       echo "openmp-bench: run $k/$total ($label) failed" >&2
       exit 1
@@ -225,10 +151,7 @@ run_one() {   # label, T, command... (writing its CSV row to $tmp/row.csv): one 
     [ "$tries" -gt 1 ] && awk -v o="$other" -v m="$max_other" 'BEGIN { exit !(o > m) }' || { flag=""; break; }
     flag=" [disturbed: other load $other cores]"
   done
-  # the old file plus the row go to a temporary file next to it, renamed over it: an
-  # interrupted run never leaves a half-written row
-  { if [ -s "$csv" ]; then cat "$csv"; tail -n +2 "$tmp/row.csv"; else cat "$tmp/row.csv"; fi; } >"$csv.tmp.$$" &&
-    mv -f "$csv.tmp.$$" "$csv"
+  append_rows "$tmp/row.csv" "$csv"   # an interrupted run never leaves a half-written row
   printf '[%d/%d] %-22s %s  [other load %s%s]%s\n' "$k" "$total" "$label" \
     "$(printf '%s\n' "$out" | tail -n 1 | sed 's/ | csv .*//' | cut -c1-130)" "$other" \
     "$([ "$attempt" -gt 1 ] && echo ", attempt $attempt")" "$flag"
@@ -237,8 +160,9 @@ for r in $(seq 1 "$runs"); do
   for b in "${batch_list[@]}"; do
     run_one "serial b$b" 1 serial/serial --batch "$b" "${common[@]}"
     for T in "${thread_list[@]}"; do
-      for v in "${variants[@]}"; do
-        run_one "openmp $v T$T b$b" "$T" openmp/openmp --accum "$v" --threads "$T" --batch "$b" "${common[@]}"
+      for v in "${VARIANTS[@]}"; do
+        # shellcheck disable=SC2086  # the variant's flags, e.g. "--accum loop"
+        run_one "openmp $v T$T b$b" "$T" openmp/openmp ${VARIANT_FLAGS[$v]} --threads "$T" --batch "$b" "${common[@]}"
       done
     done
     if [ $torch = 1 ]; then

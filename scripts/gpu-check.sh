@@ -4,7 +4,8 @@
 #   1. builds cuda/cuda (and serial/serial) with make; nvcc is required;
 #   2. checks that a GPU is usable: cuda/cuda itself is run on a tiny set (exit status 3
 #      = no usable device, its one-line message says why);
-#   3. equivalence: every kernel (naive, tiled 16, tiled 32, cublas) trains the MNIST
+#   3. equivalence: every kernel the binary lists (`cuda/cuda --list-variants`: naive,
+#      tiled16, tiled32, cublas, each with the flags that select it) trains the MNIST
 #      digits (2,000 samples, 3 epochs, batch 64) and each epoch's mean loss must be within
 #      1e-4 relative of serial/serial's (the device's expf/logf differ from the host's by
 #      up to 2 ulp, and cuBLAS sums in its own order; everything else is serial's float
@@ -18,9 +19,10 @@
 #      H100-class card; seed report 000: 0.23 s per 15k images).
 #
 # Usage: scripts/gpu-check.sh [--epochs E] [--runs R] [--quick]
-#          [--bin PROGRAM] [--kernels "naive tiled16 tiled32 cublas"]
+#          [--bin PROGRAM] [--kernels "NAME..."]
 #          [--check-train N] [--timing-data DIR] [--timing-train N]
 #   --quick    1 run of 3 epochs for the timings
+#   --kernels  some of the kernels PROGRAM --list-variants names (default: all of them)
 #   --bin, --kernels, --check-train, --timing-*: for trying the script itself, e.g. on the
 #              CPU emulation: --bin cuda/cuda-emu --kernels "naive tiled16" --check-train 256
 #              --timing-data data/mnist --timing-train 256 --epochs 2 --runs 1
@@ -30,8 +32,9 @@
 # 3 when no GPU is usable.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh    # load_variants
 
-BIN=cuda/cuda KERNELS="naive tiled16 tiled32 cublas" EPOCHS=6 RUNS=3
+BIN=cuda/cuda KERNELS="" EPOCHS=6 RUNS=3
 CHECK_TRAIN=2000 TIMING_DATA=data/fashion TIMING_TRAIN=0
 TOL=1e-4
 while [ $# -gt 0 ]; do
@@ -78,15 +81,14 @@ if [ $rc -eq 3 ]; then say "gpu-check: no usable GPU: $(tail -1 "$TMP/probe")"; 
 if [ $rc -ne 0 ]; then say "gpu-check: $BIN failed on a tiny run (exit $rc): $(tail -3 "$TMP/probe")"; exit 1; fi
 say "gpu-check: device: $(head -1 "$TMP/probe" | sed 's/.*kernel naive, //')"
 
+# the kernels and the flags that select each: $BIN --list-variants
+load_variants "$BIN" || exit 2
+[ -n "$KERNELS" ] || KERNELS=${VARIANTS[*]}
+for k in $KERNELS; do
+  [ -n "${VARIANT_FLAGS[$k]:-}" ] || { echo "gpu-check: unknown kernel '$k' (${VARIANTS[*]})" >&2; exit 2; }
+done
 # kernel_args NAME: the trainer's flags for a kernel name of the table
-kernel_args() {
-  case $1 in
-    naive|cublas) echo "--kernel $1" ;;
-    tiled16|tiled32) echo "--kernel tiled --tile ${1#tiled}" ;;
-    *) echo "gpu-check: unknown kernel '$1' (naive tiled16 tiled32 cublas)" >&2; exit 2 ;;
-  esac
-}
-for k in $KERNELS; do kernel_args "$k" >/dev/null || exit 2; done
+kernel_args() { echo "${VARIANT_FLAGS[$1]}"; }
 # max_rel A B: largest relative difference of two ';'-separated curves ("bad" if lengths differ)
 max_rel() {
   awk -v a="$1" -v b="$2" 'BEGIN { n = split(a, x, ";"); m = split(b, y, ";");
@@ -142,9 +144,11 @@ for r in $(seq 1 "$RUNS"); do
     before=$( [ -f "$CSV" ] && wc -l <"$CSV" || echo 0)
     flock /tmp/partrain-bench.lock "$BIN" "${TIMING[@]}" "${args[@]}" >>"$LOG" 2>&1 ||
       { say "gpu-check: timing run $r of $k failed (see $LOG)"; exit 1; }
-    # the row just appended: kernel, epoch seconds, GFLOP/s, samples/s, test accuracy
-    tail -n +$((before + 1)) "$CSV" | awk -F, -v k="$k" 'NR == 1 && FNR == 1 && $1 == "run_id" { next }
-      { print k, $17, $22, $21, $24 }' | tail -1 >>"$TMP/times"
+    # the row just appended, by column name: kernel, epoch seconds, GFLOP/s, samples/s, test accuracy
+    awk -F, -v k="$k" -v before="$before" 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
+      NR > before { last = $0 } END { n = split(last, v, ",");
+        if (n) print k, v[c["epoch_seconds_median"]], v[c["gflops"]], v[c["samples_per_second"]], v[c["test_accuracy"]] }' \
+      "$CSV" >>"$TMP/times"
     say "  run $r $k: $(tail -1 "$TMP/times" | awk '{ printf "%.4f s per epoch", $2 }')"
   done
 done

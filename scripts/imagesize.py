@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """
 scripts/imagesize.py — seed report 002's "duration vs image size" with our trainers:
 plot data for plots/imagesize.gp and a console table, from run_all.sh's image-size sweep.
@@ -9,7 +9,8 @@ plot data for plots/imagesize.gp and a console table, from run_all.sh's image-si
 The sweep (run_all.sh, step imagesize) trains the same MLP on the same number of samples
 with the images resampled to S x S (--image-size S: 28, 57, 112, i.e. 784, 3249 and 12544
 inputs) with serial/serial on one pinned core, openmp/openmp with 2 threads and mpi/mpi
-with 2 ranks (allreduce). Reads the CSV strictly by column name (schema: common/results.h).
+with 2 ranks (allreduce). Reads the CSV strictly by column name (scripts/partrain.py;
+schema: common/results.h).
 The configuration plotted is that of the CSV's latest row (dataset, train_n, batch,
 hidden, epochs); per (program, variant, ranks, threads, image size) the median over its
 rows of epoch_seconds_median. speedup = serial's epoch time at the same image size / this.
@@ -22,11 +23,13 @@ Exit status: 0; 1 when the CSV holds no usable rows; 2 on a usage or file error.
 Python 3 standard library only.
 """
 import argparse
-import csv
 import glob
 import os
 import statistics
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import partrain  # noqa: E402
 
 PROG = "imagesize.py"
 ORDER = {"serial": 0, "openmp": 1, "mpi": 2}
@@ -40,10 +43,11 @@ def die(msg, code=2):
 def label(prog, variant, ranks, threads):
     if prog == "serial":
         return "serial/serial (1 core)"
+    flags = partrain.variant_flags(prog, variant) or variant   # e.g. --accum loop (the bare name if not built)
     if prog == "openmp":
-        return f"openmp/openmp --accum {variant}, T = {threads}"
+        return f"openmp/openmp {flags}, T = {threads}"
     if prog == "mpi":
-        return f"mpi/mpi --sync {variant}, P = {ranks}"
+        return f"mpi/mpi {flags}, P = {ranks}"
     return f"{prog} {variant}, {ranks} x {threads}"
 
 
@@ -56,10 +60,9 @@ def main(argv):
     if not a.outdir and not a.table:
         die("give --outdir DIR or --table")
     try:
-        with open(a.csv, newline="") as f:
-            rows = list(csv.DictReader(f))
-    except OSError as e:
-        die(f"{a.csv}: {e.strerror}")
+        rows = partrain.read_csv(a.csv)
+    except partrain.CSVError as e:
+        die(str(e))
     need = ("program", "variant", "ranks", "threads", "image_size", "dataset", "train_n", "batch",
             "hidden", "epochs", "epoch_seconds_median", "gflops", "omp_wait_policy", "timestamp")
     if rows and any(c not in rows[0] for c in need):
@@ -67,7 +70,7 @@ def main(argv):
     if not rows:
         die(f"{a.csv}: no rows", 1)
     conf_keys = ("dataset", "train_n", "batch", "hidden", "epochs")
-    latest = max(enumerate(rows), key=lambda ir: (ir[1]["timestamp"], ir[0]))[1]
+    latest = partrain.newest(rows)
     conf = {k: latest[k] for k in conf_keys}
     rows = [r for r in rows if all(r[k] == conf[k] for k in conf_keys)]
 

@@ -1,12 +1,12 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """
 scripts/mpi_scaling.py — plot data for the MPI scaling figures (scripts/plot.sh).
 
   mpi_scaling.py STRONG_CSV WEAK_CSV --outdir DIR
 
-Reads the sweeps of bench/mpi-sweep.sh strictly by column name and writes, per
---sync variant, whitespace-column files that plots/mpi-scaling.gp and plots/mpi-comm.gp
-draw:
+Reads the sweeps of bench/mpi-sweep.sh strictly by column name (scripts/partrain.py)
+and writes, per --sync variant (in mpi/mpi's own order: its --list-variants),
+whitespace-column files that plots/mpi-scaling.gp and plots/mpi-comm.gp draw:
   DIR/mpi-strong-VARIANT.dat  P epoch_s speedup comm_s comm_pct
       speedup = serial's epoch time / this one (serial/serial's row in the same CSV)
   DIR/mpi-weak-VARIANT.dat    P epoch_s efficiency comm_s comm_pct train_n
@@ -21,22 +21,22 @@ Exit status: 0; 2 on a usage or file error. Python 3 standard library only.
 """
 
 import argparse
-import csv
 import os
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import partrain  # noqa: E402
+
 PROG = "mpi_scaling.py"
-ORDER = ["allreduce", "reduce-bcast", "overlap"]
 
 
 def rows_of(path):
     if not path or not os.path.exists(path) or os.path.getsize(path) == 0:
         return []
     try:
-        with open(path, newline="") as f:
-            rows = list(csv.DictReader(f))
-    except OSError as e:
-        print(f"{PROG}: {path}: {e.strerror}", file=sys.stderr)
+        rows = partrain.read_csv(path)
+    except partrain.CSVError as e:
+        print(f"{PROG}: {e}", file=sys.stderr)
         sys.exit(2)
     for i, r in enumerate(rows):
         r["_order"] = i
@@ -60,8 +60,7 @@ def pick(rows, same):
 
 
 def write_variants(chosen, outdir, prefix, columns, line):
-    variants = sorted({k[1] for k in chosen if k[0] == "mpi"},
-                      key=lambda v: (ORDER.index(v) if v in ORDER else len(ORDER), v))
+    variants = partrain.ordered_variants("mpi", {k[1] for k in chosen if k[0] == "mpi"}, PROG)
     index = []
     for v in variants:
         path = os.path.join(outdir, f"{prefix}-{v}.dat")

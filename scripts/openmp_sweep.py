@@ -1,11 +1,12 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """
 scripts/openmp_sweep.py — plot data for plots/openmp.gp from the thread sweep CSV.
 
   openmp_sweep.py CSV --outdir DIR
 
 Reads the rows that bench/openmp-bench.sh appended (run_all.sh's openmp sweep:
-results/openmp.csv) strictly by column name. For the mini-batch size with the most
+results/openmp.csv) strictly by column name (scripts/partrain.py). The modes come in
+openmp/openmp's own order (its --list-variants). For the mini-batch size with the most
 openmp rows, per --accum mode and thread count T: the median over runs of
 epoch_seconds_median and of sync_seconds, and the speedup over serial/serial's median
 epoch time at the same batch size. Writes DIR/openmp-MODE.dat (whitespace columns
@@ -16,13 +17,14 @@ Exit status: 0; 1 when the CSV holds no openmp rows; 2 on a usage or file error.
 Python 3 standard library only.
 """
 import argparse
-import csv
 import os
 import statistics
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import partrain  # noqa: E402
+
 PROG = "openmp_sweep.py"
-MODES = ("critical", "reduction", "loop", "model")   # openmp/openmp's --accum modes, in its order
 
 
 def main(argv):
@@ -30,18 +32,12 @@ def main(argv):
     p.add_argument("csv")
     p.add_argument("--outdir", required=True)
     a = p.parse_args(argv)
+    need = ("program", "variant", "threads", "batch", "epoch_seconds_median", "sync_seconds",
+            "omp_wait_policy", "train_n", "dataset")
     try:
-        with open(a.csv, newline="") as f:
-            reader = csv.DictReader(f)
-            need = ("program", "variant", "threads", "batch", "epoch_seconds_median", "sync_seconds",
-                    "omp_wait_policy", "train_n", "dataset")
-            missing = [c for c in need if c not in (reader.fieldnames or [])]
-            if missing:
-                print(f"{PROG}: {a.csv}: no column(s) {', '.join(missing)}", file=sys.stderr)
-                return 2
-            rows = list(reader)
-    except OSError as e:
-        print(f"{PROG}: {a.csv}: {e.strerror}", file=sys.stderr)
+        rows = partrain.read_csv(a.csv, need)
+    except partrain.CSVError as e:
+        print(f"{PROG}: {e}", file=sys.stderr)
         return 2
     omp = [r for r in rows if r["program"] == "openmp"]
     if not omp:
@@ -55,7 +51,7 @@ def main(argv):
 
     os.makedirs(a.outdir, exist_ok=True)
     index = []
-    for mode in MODES + tuple(sorted({r["variant"] for r in omp} - set(MODES))):
+    for mode in partrain.ordered_variants("openmp", {r["variant"] for r in omp}, PROG):
         by_t = {}
         for r in omp:
             if r["variant"] == mode:

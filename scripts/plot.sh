@@ -21,7 +21,8 @@
 #                   efficiency vs ranks) and mpi-comm.png (share of the epoch inside MPI)
 #                   (scripts/mpi_scaling.py, plots/mpi-scaling.gp, plots/mpi-comm.gp)
 #   hybrid-grid     hybrid-grid.csv -> hybrid-grid.png: heat maps of epoch time and speedup
-#                   over P ranks x T threads, the latest row per cell (plots/hybrid.gp)
+#                   over P ranks x T threads, the latest row per cell
+#                   (scripts/bench_tables.py hybrid-grid, plots/hybrid.gp)
 #   cnn-speedup     cnn-timing.csv (+ cnn-accuracy.csv) -> cnn-speedup.png: seed report
 #                   003's speedup-vs-cores figure (scripts/cnn_tables.py, which also
 #                   rewrites cnn-table{3,4,5}.md from the same CSVs; plots/cnn-speedup.gp)
@@ -29,12 +30,13 @@
 #                   seed report 002's figure 5 (scripts/imagesize.py, plots/imagesize.gp)
 # A figure whose CSV is missing or has no usable rows is skipped with a line
 #   plot: skipped NAME.png: REASON
+# The scripts run with $PARTRAIN_PYTHON (bench/lib.sh; python3 when that is missing).
 # Exit status: 0; 1 when gnuplot or python3 is missing or a figure failed (the others are
 # still drawn); 2 on a usage error.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
 
-PY=/usr/bin/python3
+. bench/lib.sh    # PARTRAIN_PYTHON
 FIGURES=(curves openmp-threads mpi-scaling hybrid-grid cnn-speedup imagesize)
 results=results plots=plots only=""
 where=()
@@ -112,17 +114,8 @@ plot_mpi_scaling() {
 plot_hybrid_grid() {
   local csv=$results/hybrid-grid.csv out=$plots/hybrid-grid.png dat=$results/hybrid-grid.dat title
   [ -s "$csv" ] || { skipped hybrid-grid.png "$csv missing or empty (run_all.sh --only hybrid)"; return 0; }
-  title=$(awk -F, -v dat="$dat" -v cores="$cores" '
-    NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
-    $c["program"] == "serial" { s = $c["epoch_seconds_median"]; next }
-    $c["program"] == "hybrid" { k = $c["ranks"] " " $c["threads"]; e[k] = $c["epoch_seconds_median"]
-      w[k] = ($c["omp_wait_policy"] == "" ? "unset" : $c["omp_wait_policy"])
-      n = $c["train_n"]; d = $c["dataset"]; b = $c["batch"] }
-    END {
-      if (!(s > 0) || length(e) == 0) exit 1
-      for (k in e) printf "%s %.4f %.3f %s\n", k, e[k], s / e[k], w[k] | "sort -n -k1,1 -k2,2 >\"" dat "\""
-      printf "hybrid/hybrid, %s samples of %s, batch %s, %d cores (serial/serial %.3f s per epoch on one core)\n", n, d, b, cores, s
-    }' "$csv") || { skipped hybrid-grid.png "no hybrid and serial rows in $csv"; return 0; }
+  title=$("$PY" scripts/bench_tables.py hybrid-grid "$csv" --dat "$dat" --cores "$cores")
+  case $? in 0) ;; 1) skipped hybrid-grid.png "no hybrid and serial rows in $csv"; return 0 ;; *) return 1 ;; esac
   gnuplot -e "dat='$dat'; out='$out'; title='$title'" plots/hybrid.gp || return 1
   drawn "$out ($(grep -c . "$dat") cell(s) from $csv)"
 }

@@ -1,10 +1,10 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """
 scripts/summarize.py — tables (and plot data) from partrain result CSVs.
 
 Reads the CSVs that every trainer appends to (schema: RESULTS_HEADER in
-common/results.h) strictly by column NAME, never by position, so columns may be
-added to the schema without breaking it. Python 3 standard library only.
+common/results.h) strictly by column NAME, never by position (scripts/partrain.py), so
+columns may be added to the schema without breaking it. Python 3 standard library only.
 
   summarize.py table CSV... [--where COL=VAL]... [--since ISO] [--by COLS]
                             [--show COLS] [--baseline COL=VAL] [--target R] [--stretch R]
@@ -34,10 +34,11 @@ Exit status: 0, 1 when no rows match, 2 on a usage or file error.
 """
 
 import argparse
-import csv
 import os
-import statistics
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import partrain  # noqa: E402
 
 PROG = "summarize.py"
 CONFIG_KEY = ("dataset", "program", "variant", "ranks", "threads", "image_size",
@@ -65,18 +66,9 @@ def read_rows(paths, need=()):
     rows = []
     for path in paths:
         try:
-            with open(path, newline="") as f:
-                reader = csv.DictReader(f)
-                if not reader.fieldnames:
-                    continue
-                missing = [c for c in need if c not in reader.fieldnames]
-                if missing:
-                    die(f"{path}: no column(s) {', '.join(missing)} in the header")
-                for i, row in enumerate(reader, start=2):
-                    row["_file"], row["_line"] = path, i
-                    rows.append(row)
-        except OSError as e:
-            die(f"{path}: {e.strerror}")
+            rows += partrain.read_csv(path, need)
+        except partrain.CSVError as e:
+            die(str(e))
     return rows
 
 
@@ -106,13 +98,6 @@ def select(rows, where, since):
         if ok:
             kept.append(r)
     return kept
-
-
-def num(text):
-    try:
-        return float(text)
-    except (TypeError, ValueError):
-        return None
 
 
 def fmt(v):
@@ -152,8 +137,7 @@ def cmd_table(args):
         groups.setdefault(tuple(r[c] for c in by), []).append(r)
 
     def med(rs, col):
-        vals = [v for v in (num(r[col]) for r in rs) if v is not None]
-        return statistics.median(vals) if vals else None
+        return partrain.col_median(rs, col)
 
     base_key, base_val = None, None
     if args.baseline:

@@ -1,31 +1,37 @@
 #!/usr/bin/env bash
 # tests/test_report.sh — scripts/report.py on a small fixture results directory.
 #
-# The fixture: CSV rows with the real header of common/results.h (read from the file,
-# so a schema change reaches this test), a hyperfine JSON, a skipped.txt and a valid
-# 1x1 PNG. Checks: every required heading; known numbers in the right table rows; the
-# "not measured in this run" line (with skipped.txt's reason) for inputs that are absent
-# or removed; that different numbers give a different "What this shows" sentence; no
-# Python traceback; an empty results directory still gives a complete report.
-# No timings are asserted; no trainer runs.
+# The fixture: CSV rows with the real header of common/results.h (read from the file by
+# scripts/partrain.py, so a schema change reaches this test), a hyperfine JSON, a
+# skipped.txt and a valid 1x1 PNG; its openmp rows have every --accum mode that
+# openmp/openmp --list-variants names. Checks: every required heading; known numbers in
+# the right table rows; the modes in openmp/openmp's own order; the "not measured in this
+# run" line (with skipped.txt's reason) for inputs that are absent or removed; that
+# different numbers give a different "What this shows" sentence; every run_all.sh step id
+# report.py names is one `./run_all.sh --list-steps` prints; no Python traceback; an empty
+# results directory still gives a complete report.
+# No timings are asserted; no trainer runs (the programs only list their variants).
 set -u
 cd "$(dirname "$0")/.." || exit 2
 . tests/lib.sh
+. bench/lib.sh    # PARTRAIN_PYTHON, variant_names
 
-PY=/usr/bin/python3
-[ -x $PY ] || PY=python3
+[ -x "$PY" ] || PY=python3
 command -v "$PY" >/dev/null || { skip report "python3 missing"; exit 0; }
 
 D=$TMP/res P=$TMP/plots
 mkdir -p "$D" "$P"
-header=$(awk '/^#define RESULTS_HEADER/ { on = 1; next } on { while (match($0, /"[^"]*"/)) { h = h substr($0, RSTART + 1, RLENGTH - 2); $0 = substr($0, RSTART + RLENGTH) } if ($0 !~ /\\[ \t]*$/) exit } END { print h }' common/results.h)
+header=$("$PY" -c 'import sys; sys.path.insert(0, "scripts"); import partrain; print(",".join(partrain.results_header()))')
 check "fixture: header read from common/results.h" "got '$header'" [ "${header%%,*}" = run_id ]
+modes=$(variant_names openmp/openmp 2>/dev/null | paste -sd,)
+[ -n "$modes" ] || modes=loop   # openmp/openmp not built: one mode; the order check below is skipped
 
 # make_fixture MPI_EPOCH MPI_COMM: writes the fixture's CSVs (bench-mpi's P = 2 row takes the arguments)
 make_fixture() {
-  HEADER=$header "$PY" - "$D" "$1" "$2" <<'EOF'
+  HEADER=$header MODES=$modes "$PY" - "$D" "$1" "$2" <<'EOF'
 import csv, os, sys
 d, mpi_epoch, mpi_comm = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+modes = os.environ["MODES"].split(",")
 cols = os.environ["HEADER"].split(",")
 n = [0]
 def row(program, variant, ranks, threads, epoch, comm=0.0, sync=0.0, batch=64, train=60000, policy="",
@@ -46,8 +52,10 @@ def write(name, rows):
         w = csv.writer(f); w.writerow(cols); w.writerows(rows)
 write("bench-mpi.csv", [row("serial", "own-gemm", 1, 1, 0.8, batch=512), row("serial", "own-gemm", 1, 1, 0.8, batch=512),
                         row("mpi", "allreduce", 2, 1, mpi_epoch, comm=mpi_comm, batch=512)])
+# every mode, in reverse order, the last one the fastest: 0.71, 0.5, 0.55, 0.9 s at T = 1, 2, 4, 8
 write("openmp.csv", [row("serial", "own-gemm", 1, 1, 0.7)] +
-      [row("openmp", "loop", 1, t, e, policy="passive" if t > 2 else "") for t, e in ((1, 0.71), (2, 0.5), (4, 0.55), (8, 0.9))])
+      [row("openmp", m, 1, t, e + 0.01 * k, policy="passive" if t > 2 else "")
+       for k, m in enumerate(reversed(modes)) for t, e in ((1, 0.71), (2, 0.5), (4, 0.55), (8, 0.9))])
 write("mpi-strong.csv", [row("serial", "own-gemm", 1, 1, 0.8, batch=512)] +
       [row("mpi", v, p, 1, 0.8 / p * 1.1 if p <= 2 else 0.9, comm=0.01 * p, batch=512) for v in ("allreduce", "overlap")
        for p in (1, 2, 4)])
@@ -77,6 +85,8 @@ run_report "$R"; rc=$?
 check "report.py exits 0 on the fixture" "exit status $rc: $(tail -n 3 "$R.err")" [ $rc = 0 ]
 check "REPORT.md written" "no $R" [ -s "$R" ]
 check "no Python traceback on stderr" "$(grep -m1 -A3 Traceback "$R.err")" bash -c "! grep -q Traceback '$R.err'"
+check "every step id report.py names is registered by run_all.sh (--list-steps)" "$(grep -F 'step id' "$R.err")" \
+  bash -c "! grep -qF 'step id' '$R.err' && ! grep -qF 'cannot check the step ids' '$R.err'"
 for h in "# partrain report" "## Machine" "## Seed report 000" "## Seed report 001" "## Seed report 002" \
          "## Seed report 003" "## Seed report 004" "## Scaling" "## What else would you use" "## Skipped" \
          "## Which timing is which"; do
@@ -93,6 +103,13 @@ check "seed 000 Table 1: its comm_seconds (0.0200 s) in the same row" "row: $row
 check "seed 000 Table 1: the report's 2.93 s and 0.37 s beside ours" "row: $row" grep -qF '| 2.93 s | 0.370 s |' <<<"$row"
 row=$(grep -E '^\| 8 \| passive \|' "$R")
 check "Figure 6 table: T = 8 row with OMP_WAIT_POLICY passive and 0.900 s" "row: $row" grep -qF '0.900 s (0.78×)' <<<"$row"
+if [ "$modes" != loop ]; then
+  want="| threads | OMP_WAIT_POLICY | $(variant_table openmp/openmp | cut -f2 | paste -sd'|' | sed 's/|/ | /g') | runs |"
+  check "Figure 6 table: one column per --accum mode, in openmp/openmp --list-variants order" \
+    "want '$want', got '$(grep -F '| threads | OMP_WAIT_POLICY |' "$R")'" grep -qxF "$want" "$R"
+else
+  skip "Figure 6 table: mode order" "openmp/openmp does not list its variants (make all)"
+fi
 row=$(grep -E '^\| allreduce \| 2 \|' "$R" | head -n 1)
 check "strong scaling: allreduce P = 2 speedup 0.8 / 0.44 = 1.82×" "row: $row" grep -qF '1.82×' <<<"$row"
 row=$(grep -E '^\| 2 \| 4 \|' "$R")

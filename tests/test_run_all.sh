@@ -4,10 +4,12 @@
 #   1. `./run_all.sh --smoke --no-setup --results DIR` is started and interrupted with
 #      SIGINT in the middle of its step mpi-sweep (once mpi-strong.csv has 2 rows): it must exit 130 with "interrupted at
 #      step k", leave no process of the step behind, and not stamp step k as done.
-#   2. The same command again: steps 1..k-1 are "done earlier, skipped", the rest runs,
-#      exit 0.
-#   3. The outputs: every expected CSV (PyTorch's only when /usr/bin/python3 imports
-#      torch, else a skipped.txt line), hyperfine JSON per trainer (or a skipped.txt line
+#   2. The same command again: steps 1..k-1 are "done earlier, skipped" (a step skipped
+#      for its reason, e.g. no PyTorch, is never stamped and is skipped again), step k is
+#      the first that runs, exit 0.
+#   0. `./run_all.sh --list-steps` prints the step ids, runs nothing and writes nothing.
+#   3. The outputs: every expected CSV (PyTorch's only when $PARTRAIN_PYTHON — bench/lib.sh
+#      — imports torch, else a skipped.txt line), hyperfine JSON per trainer (or a skipped.txt line
 #      when hyperfine is missing), PNG and REPORT.md exists and is non-empty; the PNGs are
 #      valid (signature, IHDR first, IEND last, every chunk's CRC); REPORT.md has the
 #      section headings of scripts/report.py; every CSV has exactly the header
@@ -15,7 +17,7 @@
 #      no duplicate row, and no file mixing rows of the interrupted and the resumed run
 #      (the interrupted step's partial rows were removed before it was redone);
 #      skipped.txt lines are "STEP<TAB>reason", and the cuda step is there with its
-#      reason when no GPU works.
+#      reason when no GPU works; every step stamped done is one --list-steps printed.
 #   4. Resume: a third run skips every step ("done earlier", or skipped again for a
 #      reason in skipped.txt) and leaves every CSV and JSON byte-identical.
 #   Usage errors exit 2. The test uses data/mnist only (the smoke mode); about 1-2
@@ -23,7 +25,7 @@
 #   and gnuplot; without them it is skipped with the reason.
 cd "$(dirname "$0")/.." || exit 1
 . tests/lib.sh
-PY=/usr/bin/python3
+. bench/lib.sh    # PARTRAIN_PYTHON
 LIMIT=400   # seconds after which a run_all.sh run counts as hung
 
 if ! command -v mpirun >/dev/null; then
@@ -49,6 +51,22 @@ check "run_all: --only with an unknown group is a usage error" "exit $rc, expect
 
 DIR=$TMP/smoke
 RUN=(./run_all.sh --smoke --no-setup --results "$DIR")
+
+# ---- 0. the step ids, nothing run
+steps=$(./run_all.sh --smoke --list-steps --results "$DIR" 2>&1); rc=$?
+# shellcheck disable=SC2317  # called through check
+ids_only() { [ $rc = 0 ] && ! grep -qvE '^[a-z0-9-]+$' <<<"$steps"; }
+# shellcheck disable=SC2317
+all_groups() {
+  [ "$(grep -c . <<<"$steps")" -ge 20 ] && [ "$(tail -n 2 <<<"$steps" | paste -sd' ')" = "plots report" ] &&
+    grep -qx cuda <<<"$steps" && grep -qx serial-curves <<<"$steps" && grep -qx imagesize <<<"$steps"
+}
+check "run_all --list-steps: exit 0, ids only" "exit $rc: $(head -n 3 <<<"$steps")" ids_only
+check "run_all --list-steps: every group's steps (cuda too), plots and report last" "$(tr '\n' ' ' <<<"$steps")" all_groups
+check "run_all --list-steps: writes nothing" "$DIR exists" [ ! -e "$DIR" ]
+only=$(./run_all.sh --list-steps --only mpi | paste -sd' ')
+check "run_all --list-steps --only mpi: the mpi steps, then plots and report" "got '$only'" \
+  [ "$only" = "mpi-bench mpi-sweep hyperfine-mpi plots report" ]
 
 # ---- 1. interrupted in the middle of a step
 set -m                      # its own process group: SIGINT is not ignored by the background job
@@ -82,11 +100,20 @@ sleep 1.1                     # every row of run 2 has a later timestamp (1 s re
 t2=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 timeout $LIMIT "${RUN[@]}" >"$TMP/run2.out" 2>&1; rc=$?
 check "resumed run exits 0" "exit $rc; $(grep -E 'FAILED|!' "$TMP/run2.out" | head -n 5 | tr '\n' ' ')" [ $rc -eq 0 ]
-n_done=$(grep -c 'done earlier, skipped' "$TMP/run2.out")
-first_run=$(grep -E '^\[[0-9]+/[0-9]+\]' "$TMP/run2.out" | grep -v 'done earlier' | head -n 1 | sed 's/^\[\([0-9]*\)\/.*/\1/')
-ok=0; [ "${k:-0}" -gt 1 ] && [ "$n_done" -eq $((k - 1)) ] && [ "$first_run" = "$k" ] && ok=1
-check "resumed run skips the finished steps 1..$((${k:-1} - 1)) and starts at step ${k:-?}" \
-  "$n_done steps done earlier, first step run: ${first_run:-none}" [ $ok = 1 ]
+# each step of run 2 and what became of it: "K earlier" (done earlier), "K skipped" (skipped
+# again for its reason: no PyTorch, tool or GPU; such a step is never stamped done), "K ran"
+outcomes=$(awk '/^\[[0-9]+\/[0-9]+\]/ { if (cur) print cur, st; match($0, /^\[[0-9]+/); cur = substr($0, 2, RLENGTH - 1)
+                  st = ($0 ~ /done earlier, skipped/) ? "earlier" : "?"; next }
+                /^    done in / && st == "?" { st = "ran" }
+                /^    skipped after / && st == "?" { st = "skipped" }
+                /^    FAILED/ && st == "?" { st = "failed" }
+                END { if (cur) print cur, st }' "$TMP/run2.out")
+n_done=$(grep -c ' earlier$' <<<"$outcomes")
+first_run=$(awk '$2 != "earlier" && $2 != "skipped" { print $1; exit }' <<<"$outcomes")
+before_k=$(awk -v k="${k:-0}" '$1 < k && $2 != "earlier" && $2 != "skipped"' <<<"$outcomes")
+ok=0; [ "${k:-0}" -gt 1 ] && [ "$n_done" -ge 1 ] && [ -z "$before_k" ] && [ "$first_run" = "$k" ] && ok=1
+check "resumed run skips the finished steps 1..$((${k:-1} - 1)) (or skips them again for their reason) and starts at step ${k:-?}" \
+  "$n_done steps done earlier, first step run: ${first_run:-none}; $(tr '\n' ',' <<<"$outcomes")" [ $ok = 1 ]
 
 # ---- 3. outputs
 have_torch=0; "$PY" -c 'import torch' 2>/dev/null && have_torch=1
@@ -135,11 +162,12 @@ else
 fi
 # csv_problems: one line naming what is wrong with the CSVs in $DIR (nothing when all is well)
 csv_problems() {
-  "$PY" - "$DIR" common/results.h "$t2" <<'PY'
-import csv, glob, os, re, sys
-d, h, t2 = sys.argv[1], open(sys.argv[2]).read(), sys.argv[3]
-m = re.search(r"#define RESULTS_HEADER((?:\s*\\?\s*\"[^\"]*\")+)", h)
-header = "".join(re.findall(r"\"([^\"]*)\"", m.group(1))).split(",")
+  "$PY" - "$DIR" "$t2" <<'PY'
+import csv, glob, os, sys
+sys.path.insert(0, "scripts")
+import partrain
+d, t2 = sys.argv[1], sys.argv[2]
+header = partrain.results_header()
 bad = []
 for p in sorted(glob.glob(os.path.join(d, "*.csv"))):
     name, rows = os.path.basename(p), list(csv.reader(open(p, newline="")))
@@ -162,6 +190,9 @@ PY
 }
 problems=$(csv_problems 2>&1)
 check "CSVs: the RESULTS_HEADER of common/results.h, rows of its width, no duplicate or left-over rows" "$problems" [ -z "$problems" ]
+notlisted=""
+for f in "$DIR"/.done/*; do grep -qxF "$(basename "$f")" <<<"$steps" || notlisted+="$(basename "$f") "; done
+check "every step stamped done is one run_all.sh --list-steps printed" "not listed: $notlisted" [ -z "$notlisted" ]
 check "skipped.txt lines are STEP<TAB>reason" "$(grep -v $'^[a-z0-9-]*\t.' "$DIR/skipped.txt" | head -n 2)" \
   awk -F'\t' 'NF < 2 || $1 == "" || $2 == "" { exit 1 }' "$DIR/skipped.txt"
 if [ -x cuda/cuda ] && ! cuda/cuda --data data/mnist --train 64 --test 16 --hidden 8 --epochs 1 --csv none >/dev/null 2>&1; then

@@ -1,0 +1,420 @@
+#!/usr/bin/env python3
+"""
+scripts/bench_tables.py — the tables the bench/*.sh scripts print after their runs, from
+the rows they appended (read by column name through scripts/partrain.py).
+
+  bench_tables.py openmp CSV --since ISO --epochs E --train N    bench/openmp-bench.sh
+  bench_tables.py mpi CSV --since ISO --epochs E --train N       bench/mpi-bench.sh
+  bench_tables.py cnn CSV --since ISO --epochs E --train N --cores-log FILE
+                                                                 bench/cnn-bench.sh
+  bench_tables.py hybrid CSV                                     bench/hybrid-bench.sh
+  bench_tables.py hybrid-grid CSV --dat FILE [--table MD --data DIR --batch B --epochs E]
+                  [--cores N]                    bench/hybrid-grid.sh, scripts/plot.sh
+A row counts when its timestamp is >= --since, its epochs column equals --epochs and
+(--train N > 0) its train_n equals N. Exit status: 0; 1 when hybrid-grid finds no serial
+and hybrid rows; 2 on a usage or file error. Python 3 standard library only.
+"""
+
+import argparse
+import os
+import statistics
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import partrain  # noqa: E402
+import seeds     # noqa: E402
+
+PROG = "bench_tables.py"
+med = statistics.median
+
+
+def rows_since(path, since, epochs, train):
+    return [r for r in partrain.read_csv(path)
+            if r["timestamp"] >= since and r["epochs"] == epochs and (train == 0 or r["train_n"] == str(train))]
+
+
+# ---------------------------------------------------------------- openmp-bench
+
+OPENMP_TARGET = {64: 1.6, 512: 1.85}   # best mode at T = 2 over serial, per batch
+OPENMP_TORCH_TARGET = 2.5              # times faster than PyTorch's best
+
+
+def openmp_rounds(rs):
+    """per batch: the rows grouped by (program, variant, T) with their round, and serial's
+    and PyTorch's best epoch per round (every serial row starts a round: rows are appended
+    in run order)"""
+    rnd, cur = [], -1
+    for r in rs:
+        if r["program"] == "serial":
+            cur += 1
+        rnd.append(cur)
+    groups, serial_r, torch_r = {}, {}, {}
+    for r, k in zip(rs, rnd):
+        e = float(r["epoch_seconds_median"])
+        key = (r["program"], r["variant"], int(r["threads"]))
+        groups.setdefault(key, []).append((k, r))
+        if r["program"] == "serial":
+            serial_r[k] = e
+        if r["program"] == "pytorch":
+            torch_r[k] = min(e, torch_r.get(k, e))
+    return groups, serial_r, torch_r
+
+
+def openmp_batch(b, rs):
+    groups, serial_r, torch_r = openmp_rounds(rs)
+    torch_t = {key[2]: med(float(r["epoch_seconds_median"]) for _, r in v)
+               for key, v in groups.items() if key[0] == "pytorch"}
+    head = f"batch {b}"
+    if torch_t:
+        tb = min(torch_t, key=torch_t.get)
+        head += f" (PyTorch: best with {tb} thread(s), {torch_t[tb]:.3f} s; " + ", ".join(
+            f"T={t}: {torch_t[t]:.3f} s" for t in sorted(torch_t)) + ")"
+    print("\n" + head)
+    hdr = (f"{'program':8s} {'variant':15s} {'T':>2s} {'runs':>4s} {'epoch s':>8s} {'sync s':>7s} "
+           f"{'policy':>8s} {'vs serial':>9s} {'vs torch':>8s}")
+    print(hdr)
+    print("-" * len(hdr))
+    best = None
+    for key in sorted(groups, key=lambda k: (k[0] != "serial", k[0] == "pytorch", k[2], k[1])):
+        v = groups[key]
+        e = med(float(r["epoch_seconds_median"]) for _, r in v)
+        sy = med(float(r["sync_seconds"]) for _, r in v)
+        pol = v[-1][1]["omp_wait_policy"] or "unset"
+        sp = [serial_r[k] / float(r["epoch_seconds_median"]) for k, r in v if k in serial_r]
+        vt = [torch_r[k] / float(r["epoch_seconds_median"]) for k, r in v if k in torch_r]
+        sps = f"{med(sp):.2f}x" if sp else "-"
+        vts = f"{med(vt):.2f}x" if vt else "-"
+        print(f"{key[0]:8s} {key[1][:15]:15s} {key[2]:2d} {len(v):4d} {e:8.3f} {sy:7.3f} {pol:>8s} {sps:>9s} {vts:>8s}")
+        if key[0] == "openmp" and key[2] == 2 and sp and (best is None or med(sp) > best[1]):
+            best = (key[1], med(sp), med(vt) if vt else None, sp)
+    if best:
+        tgt = OPENMP_TARGET.get(b)
+        line = (f"best mode at T=2, batch {b}: {best[0]}, {best[1]:.2f}x serial (rounds: "
+                + " ".join(f"{x:.2f}" for x in best[3]) + ")")
+        if tgt:
+            line += f"; target >= {tgt}: {'met' if best[1] >= tgt else 'NOT met'}"
+        if best[2] is not None:
+            line += (f"; {best[2]:.2f}x faster than PyTorch's best (target >= {OPENMP_TORCH_TARGET}: "
+                     f"{'met' if best[2] >= OPENMP_TORCH_TARGET else 'NOT met'})")
+        print(line)
+
+
+def cmd_openmp(a):
+    rows = rows_since(a.csv, a.since, a.epochs, a.train)
+    print(f"epoch s: median over runs of each run's median epoch time (epochs 2..{a.epochs}); sync s: the same for")
+    print("sync_seconds (summed over threads; critical: inside the critical construct incl. waiting to enter,")
+    print("others: barrier waits). vs serial / vs torch: median over rounds of the ratio to serial's time and to")
+    print("PyTorch's best time measured in the same round (rounds are interleaved, so the machine's drift cancels).")
+    for b in sorted({int(r["batch"]) for r in rows}):
+        openmp_batch(b, [r for r in rows if int(r["batch"]) == b])
+    return 0
+
+
+# ---------------------------------------------------------------- mpi-bench
+
+MPI_TARGET = (512, 1.7)   # best variant at P = 2, batch 512: at least 1.7x serial
+
+
+def mpi_batch(batch, groups):
+    """one batch's table; returns [(speedup, variant, comm)] of the P = 2 mpi rows"""
+    ser = next((v for k, v in groups.items() if k[:2] == (batch, "serial")), None)
+    t_ser = med(t for t, _, _ in ser) if ser else None
+    b_ser = min(b for _, _, b in ser) if ser else None
+    print(f"\nbatch {batch}:")
+    print(f"  {'program':<8} {'variant':<13} {'P':>2} {'runs':>4} {'epoch s':>8} {'comm s':>8} {'comm %':>7} {'speedup':>8}"
+          f" {'fastest s':>10} {'speedup':>8}")
+    best = []
+    for key in sorted(groups, key=lambda k: (k[1] != "serial", k[3], k[2])):
+        if key[0] != batch:
+            continue
+        v = groups[key]
+        t = med(x for x, _, _ in v)
+        c = med(y for _, y, _ in v)
+        b = min(z for _, _, z in v)
+        sp = t_ser / t if t_ser else float("nan")
+        spb = b_ser / b if b_ser else float("nan")
+        print(f"  {key[1]:<8} {key[2]:<13} {key[3]:>2} {len(v):>4} {t:8.3f} {c:8.4f} {100 * c / t:6.1f}% {sp:7.2f}x"
+              f" {b:10.3f} {spb:7.2f}x")
+        if key[1] == "mpi" and key[3] == 2:
+            best.append((sp, key[2], c))
+    d = {name: c for _, name, c in best}
+    if "overlap" in d and "allreduce" in d:
+        print(f"  exposed communication per epoch at P = 2: overlap {d['overlap']:.4f} s vs allreduce "
+              f"{d['allreduce']:.4f} s (overlap hides {d['allreduce'] - d['overlap']:+.4f} s)")
+    return best
+
+
+def cmd_mpi(a):
+    groups = {}
+    for r in rows_since(a.csv, a.since, a.epochs, a.train):
+        key = (int(r["batch"]), r["program"], r["variant"], int(r["ranks"]))
+        epochs_2_on = [float(x) for x in r["epoch_seconds"].split(";")[1:]] or [float(r["epoch_seconds_median"])]
+        groups.setdefault(key, []).append((float(r["epoch_seconds_median"]), float(r["comm_seconds"]),
+                                           min(epochs_2_on)))
+    best = {}
+    for batch in sorted({k[0] for k in groups}):
+        b = mpi_batch(batch, groups)
+        if b:
+            best[batch] = b
+    batch, target = MPI_TARGET
+    if batch in best:
+        sp, name, _ = max(best[batch])
+        print(f"\ntarget: best variant at P = 2, batch {batch} >= {target:.2f}x serial: {name} {sp:.2f}x -> "
+              f"{'MET' if sp >= target else 'NOT MET'}")
+    return 0
+
+
+# ---------------------------------------------------------------- cnn-bench
+
+CNN_TORCH_TARGET = 0.2   # cnn 1x1's epoch / PyTorch 1 thread's, at most
+CNN_TWO_CORES = 1.7      # speedup from 1x1 to the best 2-core configuration, at least
+CNN_ORDER = [("cnn", 1, 1), ("cnn", 1, 2), ("cnn", 2, 1), ("cnn", 2, 2), ("pytorch", 1, 1), ("pytorch", 1, 2)]
+
+
+class CnnRuns:
+    """the rows of one cnn-bench invocation, by (program, ranks, threads)"""
+
+    def __init__(self, groups):
+        self.groups = groups
+
+    def med(self, key, col="epoch_seconds_median"):
+        return med(float(r[col]) for r in self.groups[key]) if key in self.groups else None
+
+    def rounds(self, num, den):
+        """num / den within each round: the k-th rows of the two configurations (file order)"""
+        a, b = self.groups.get(num, []), self.groups.get(den, [])
+        return [float(x["epoch_seconds_median"]) / float(y["epoch_seconds_median"]) for x, y in zip(a, b)]
+
+    def round_med(self, num, den):
+        r = self.rounds(num, den)
+        return med(r) if r else None
+
+
+def cnn_table(g):
+    base, torch1 = g.med(("cnn", 1, 1)), g.med(("pytorch", 1, 1))
+    print(f"{'program':<8} {'P x T':>5} {'OMP_WAIT_POLICY':>15} {'runs':>4} {'epoch s':>8} {'(min..max)':>15} "
+          f"{'samples/s':>10} {'comm s':>7} {'speedup':>8} {'/ torch 1T':>10}")
+    for key in CNN_ORDER:
+        if key not in g.groups:
+            continue
+        rows = g.groups[key]
+        e = g.med(key)
+        lo = min(float(r["epoch_seconds_median"]) for r in rows)
+        hi = max(float(r["epoch_seconds_median"]) for r in rows)
+        pol = ",".join(sorted({r["omp_wait_policy"] or "unset" for r in rows}))
+        sp = f"{g.round_med(('cnn', 1, 1), key):.2f}x" if key[0] == "cnn" and base else ""
+        if key[0] == "pytorch" and torch1:
+            sp = f"{g.round_med(('pytorch', 1, 1), key):.2f}x"
+        ratio = f"{g.round_med(key, ('pytorch', 1, 1)):.3f}" if torch1 else ""
+        print(f"{key[0]:<8} {key[1]}x{key[2]:<3} {pol:>15} {len(rows):>4} {e:8.3f} {f'({lo:.3f}..{hi:.3f})':>15} "
+              f"{g.med(key, 'samples_per_second'):10.0f} {g.med(key, 'comm_seconds'):7.3f} {sp:>8} {ratio:>10}")
+    print("(speedup: cnn rows over cnn 1x1, pytorch rows over pytorch 1 thread, each the median of the same-round")
+    print(" ratios; P x T for pytorch = 1 x threads)")
+
+
+def fmt_rounds(rs):
+    return " ".join(f"{x:.2f}" for x in rs)
+
+
+def cnn_targets(g):
+    base, torch1 = g.med(("cnn", 1, 1)), g.med(("pytorch", 1, 1))
+    if base and torch1:
+        r = g.round_med(("cnn", 1, 1), ("pytorch", 1, 1))
+        print(f"target 1x1 <= {CNN_TORCH_TARGET} x PyTorch 1-thread epoch: {r:.3f} (rounds: "
+              f"{fmt_rounds(g.rounds(('cnn', 1, 1), ('pytorch', 1, 1)))})"
+              f" -> {'MET' if r <= CNN_TORCH_TARGET else 'MISSED'}")
+    two = [(g.round_med(("cnn", 1, 1), k), k) for k in (("cnn", 1, 2), ("cnn", 2, 1)) if k in g.groups and base]
+    if two:
+        s, k = max(two)
+        detail = "; ".join(f"{c[1]}x{c[2]} {v:.2f}x, rounds: {fmt_rounds(g.rounds(('cnn', 1, 1), c))}, ratio of the "
+                           f"medians {base / g.med(c):.2f}x" for v, c in two)
+        print(f"target >= {CNN_TWO_CORES}x at 2 cores: best {k[1]}x{k[2]} {s:.2f}x -> "
+              f"{'MET' if s >= CNN_TWO_CORES else 'MISSED'} ({detail})")
+
+
+def read_cores_log(path):
+    """(P, T) -> per run, each worker's conv us/sample (None when the run printed none)"""
+    conv = {}
+    with open(path) as f:
+        for line in f:
+            p, t, vals = line.split()
+            ws = [float(v) for v in vals.split(",")] if vals != "-" else []
+            conv.setdefault((int(p), int(t)), []).append(ws if ws and all(w > 0 for w in ws) else None)
+    return conv
+
+
+def cnn_core_speeds(g, conv):
+    """how fast the cores ran in each round (conv us/sample of every worker, this invocation)"""
+    base_conv = conv.get((1, 1), [])
+    if not base_conv or not any(k in conv for k in ((1, 2), (2, 1))):
+        return
+    print()
+    print("how fast the cores ran: each worker's conv time per sample against 1x1's in the same round (1.00 = as fast);")
+    print("bound = the most any sharing of the work could give on those cores (1x2: the sum; 2x1: twice the slower)")
+    for c, how in (((1, 2), "sum"), ((2, 1), "min")):
+        if c not in conv:
+            continue
+        sp, ratio_rows = g.rounds(("cnn", 1, 1), ("cnn",) + c), []
+        for i, (b, ws) in enumerate(zip(base_conv, conv[c])):
+            if not b or not ws or len(b) != 1 or i >= len(sp):
+                continue
+            speeds = [b[0] / w for w in ws]
+            bound = sum(speeds) if how == "sum" else len(speeds) * min(speeds)
+            ratio_rows.append((sp[i], speeds, bound))
+        if not ratio_rows:
+            continue
+        for i, (s, speeds, bound) in enumerate(ratio_rows, 1):
+            print(f"  {c[0]}x{c[1]} round {i}: speedup {s:.2f}x | cores at {', '.join(f'{v:.2f}' for v in speeds)}"
+                  f" of 1x1's speed -> bound {bound:.2f}x | {s / bound:.2f} of the bound")
+        eff = med(s / b for s, _, b in ratio_rows)
+        print(f"  {c[0]}x{c[1]} medians over the rounds: bound {med(b for _, _, b in ratio_rows):.2f}x, "
+              f"speedup {med(s for s, _, _ in ratio_rows):.2f}x, fraction of the bound {eff:.2f} "
+              f"(that fraction of 2 cores as fast as 1x1's: {2 * eff:.2f}x)")
+
+
+def cmd_cnn(a):
+    groups = {}
+    for r in rows_since(a.csv, a.since, a.epochs, a.train):
+        if r["batch"] != "32" or r["hidden"] != "conv8":
+            continue
+        groups.setdefault((r["program"], int(r["ranks"]), int(r["threads"])), []).append(r)
+    g = CnnRuns(groups)
+    cnn_table(g)
+    cnn_targets(g)
+    cnn_core_speeds(g, read_cores_log(a.cores_log))
+    return 0
+
+
+# ---------------------------------------------------------------- hybrid-bench, hybrid-grid
+
+
+def cmd_hybrid(a):
+    """per batch, the medians of each P x T (hybrid-bench.sh's rows of one invocation)"""
+    rows = partrain.read_csv(a.csv)
+    groups, batches = {}, []
+    for r in rows:
+        cfg = "serial" if r["program"] == "serial" else f"{r['ranks']}x{r['threads']}"
+        groups.setdefault((r["batch"], cfg), []).append(r)
+        if r["batch"] not in batches:
+            batches.append(r["batch"])
+    ds = f"{rows[-1]['dataset']} {rows[-1]['train_n']} samples" if rows else ""
+    for b in sorted(batches, key=int):
+        ser = groups.get((b, "serial"), [])
+        print(f"\n{ds}, batch {b}, medians of {len(ser)} runs (epoch = median of epochs 2..E):")
+        print(f"{'P x T':<7} {'OMP_WAIT_POLICY':<16} {'epoch s':>10} {'comm s':>10} {'barriers s':>12} {'speedup':>9}")
+        base = partrain.col_median(ser, "epoch_seconds_median")
+        for cfg in ("serial", "1x1", "1x2", "2x1", "2x2"):
+            rs = groups.get((b, cfg))
+            if not rs:
+                continue
+            t = partrain.col_median(rs, "epoch_seconds_median")
+            print(f"{cfg:<7} {rs[-1]['omp_wait_policy'] or 'unset':<16} {t:10.3f} "
+                  f"{partrain.col_median(rs, 'comm_seconds'):10.3f} {partrain.col_median(rs, 'sync_seconds'):12.3f} "
+                  f"{base / t:8.2f}x")
+    return 0
+
+
+def grid_points(rows):
+    """the latest serial row's epoch text and 'P T epoch_s speedup policy' lines of the
+    latest hybrid row per (P, T) (file order), sorted; None when either is missing"""
+    ser, cells, last = None, {}, None
+    for r in rows:
+        if r["program"] == "serial":
+            ser = r["epoch_seconds_median"]
+        elif r["program"] == "hybrid":
+            cells[(int(r["ranks"]), int(r["threads"]))] = r
+            last = r
+    if not (partrain.num(ser) or 0) > 0 or not cells:
+        return None, None, None
+    s = float(ser)
+    lines = [f"{p} {t} {float(r['epoch_seconds_median']):.4f} {s / float(r['epoch_seconds_median']):.3f} "
+             f"{r['omp_wait_policy'] or 'unset'}" for (p, t), r in sorted(cells.items())]
+    return ser, lines, last
+
+
+def table4(rows, dat_lines, serial_s, data, batch, epochs, cores):
+    """seed report 001's Table 4 with hybrid/hybrid's measured speedups beside its ranges"""
+    pts = {tuple(int(v) for v in ln.split()[:2]): ln.split() for ln in dat_lines}
+
+    def get(p, t):   # from the .dat line, as written (its rounding, then the table's)
+        v = pts.get((p, t))
+        return f"{float(v[3]):.2f}x ({float(v[2]):.3f} s, {v[4]})" if v else ""
+
+    def rng(kind, p, t):
+        lo, hi = seeds.SEED001_EXPECTED[(kind, p, t)]
+        return f"{lo:.1f}-{hi:.1f}x"
+    first = rows[0] if rows else {}
+    return [
+        "# Seed report 001, Table 4 (\"expected speedup\") vs hybrid/hybrid measured", "",
+        f"{first.get('train_n', '')} samples of {first.get('dataset', '')} ({data}), default MLP, global batch "
+        f"{batch}, median of epochs 2..{epochs};",
+        f"speedup = serial/serial's epoch ({serial_s} s, one core) / the configuration's. Measured",
+        f"on {cores} cores: every configuration above {cores} ranks x threads is oversubscribed, so the",
+        f"hardware ceiling is {cores}x and the report's ranges (written for 4 and 8 cores) cannot be reached.",
+        "OpenMP and MPI rows are hybrid/hybrid with P = 1 (threads only) or T = 1 (ranks only).", "",
+        "| Implementation | Configuration | Expected speedup (report) | Measured here (P x T) |",
+        "|---|---|---|---|",
+        f"| Serial | 1 core | 1.0x (baseline) | 1.00x (serial/serial); hybrid 1x1: {get(1, 1)} |",
+        f"| OpenMP | 4 threads | {rng('OpenMP', 1, 4)} | 1x4: {get(1, 4)} |",
+        f"| OpenMP | 8 threads | {rng('OpenMP', 1, 8)} | not run (grid is {{1,2,4}}^2) |",
+        f"| MPI | 4 processes | {rng('MPI', 4, 1)} | 4x1: {get(4, 1)} |",
+        f"| MPI | 8 processes | {rng('MPI', 8, 1)} | not run (grid is {{1,2,4}}^2) |",
+        f"| Hybrid | 2x2 (4 total) | {rng('Hybrid', 2, 2)} | 2x2: {get(2, 2)} |",
+        f"| Hybrid | 2x4 (8 total) | {rng('Hybrid', 2, 4)} | 2x4: {get(2, 4)} |", "",
+        f"Within the {cores} cores: 1x2 {get(1, 2)}; 2x1 {get(2, 1)}."]
+
+
+def cmd_hybrid_grid(a):
+    """DAT (and with --table, seed report 001's Table 4) from the grid's rows; prints the
+    figure's title line (hybrid-grid.png) or, with --table, serial's time and the points"""
+    rows = partrain.read_csv(a.csv)
+    serial_s, lines, last = grid_points(rows)
+    if lines is None:
+        print(f"{PROG}: no hybrid and serial rows in {a.csv}", file=sys.stderr)
+        return 1
+    with open(a.dat, "w") as f:
+        f.write("".join(ln + "\n" for ln in lines))
+    cores = a.cores
+    if not a.table:
+        print(f"hybrid/hybrid, {last['train_n']} samples of {last['dataset']}, batch {last['batch']}, {cores} cores "
+              f"(serial/serial {float(serial_s):.3f} s per epoch on one core)")
+        return 0
+    with open(a.table, "w") as f:
+        f.write("\n".join(table4(rows, lines, serial_s, a.data, a.batch, a.epochs, cores)) + "\n")
+    print(f"serial: {serial_s} s per epoch; grid (P T epoch_s speedup policy):")
+    print("\n".join(lines))
+    return 0
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(prog=PROG, description="the bench/*.sh scripts' tables")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    for name in ("openmp", "mpi", "cnn"):
+        sp = sub.add_parser(name)
+        sp.add_argument("csv")
+        sp.add_argument("--since", default="")
+        sp.add_argument("--epochs", required=True)
+        sp.add_argument("--train", type=int, default=0)
+        if name == "cnn":
+            sp.add_argument("--cores-log", required=True)
+    sp = sub.add_parser("hybrid")
+    sp.add_argument("csv")
+    sp = sub.add_parser("hybrid-grid")
+    sp.add_argument("csv")
+    sp.add_argument("--dat", required=True)
+    sp.add_argument("--table")
+    sp.add_argument("--data", default="")
+    sp.add_argument("--batch", default="")
+    sp.add_argument("--epochs", default="")
+    sp.add_argument("--cores", type=int, default=len(os.sched_getaffinity(0)), help="default: as nproc")
+    a = ap.parse_args(argv)
+    try:
+        return {"openmp": cmd_openmp, "mpi": cmd_mpi, "cnn": cmd_cnn, "hybrid": cmd_hybrid,
+                "hybrid-grid": cmd_hybrid_grid}[a.cmd](a)
+    except (partrain.CSVError, OSError) as e:
+        print(f"{PROG}: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,350 @@
+"""
+scripts/reporting/common.py — what every section of REPORT.md uses: number formatting,
+markdown tables, one configuration's medians (Agg), the inputs of a results directory
+(Inputs: CSVs by column name, skipped.txt's reasons, figures) and the document (Doc).
+"""
+
+import csv
+import glob
+import os
+import re
+import sys
+
+import partrain
+
+PROG = "report.py"
+# from scripts/partrain.py, for the sections too
+num, med, select, latest_config = partrain.num, partrain.median, partrain.select, partrain.latest_config
+
+# run_all.sh step ids (its add_step names; skipped.txt's first column) that produce each
+# input, and the trainer (run_all.sh group) they belong to: a missing input is explained by
+# the skipped.txt line of one of these steps. Every id is checked against
+# `./run_all.sh --list-steps` (check_steps).
+STEPS = {
+    "runs.csv": (["serial-curves"], "serial"),
+    "bench-serial.csv": (["serial-vs-torch"], "serial"),
+    "bench-openmp.csv": (["openmp-bench"], "openmp"),
+    "openmp.csv": (["openmp-sweep"], "openmp"),
+    "bench-mpi.csv": (["mpi-bench"], "mpi"),
+    "mpi-strong.csv": (["mpi-sweep"], "mpi"),
+    "mpi-weak.csv": (["mpi-sweep"], "mpi"),
+    "mpi-pipeline.csv": (["mpi-sweep"], "mpi"),
+    "bench-hybrid.csv": (["hybrid-bench"], "hybrid"),
+    "hybrid-grid.csv": (["hybrid-grid"], "hybrid"),
+    "hybrid-table4.md": (["hybrid-grid"], "hybrid"),
+    "cnn-accuracy.csv": (["cnn-accuracy"], "cnn"),
+    "cnn-timing.csv": (["cnn-timing"], "cnn"),
+    "cnn-table3.md": (["cnn-tables"], "cnn"),
+    "cnn-table4.md": (["cnn-tables"], "cnn"),
+    "cnn-table5.md": (["cnn-tables"], "cnn"),
+    "bench-cnn.csv": (["cnn-bench"], "cnn"),
+    "imagesize.csv": (["imagesize"], None),
+    "curves.png": (["plots"], None),
+    "mpi-scaling.png": (["plots", "mpi-sweep"], "mpi"),
+    "mpi-comm.png": (["plots", "mpi-sweep"], "mpi"),
+    "openmp-threads.png": (["plots", "openmp-sweep"], "openmp"),
+    "hybrid-grid.png": (["plots", "hybrid-grid"], "hybrid"),
+    "cnn-speedup.png": (["plots", "cnn-tables"], "cnn"),
+    "imagesize.png": (["imagesize", "plots"], None),
+    "cuda": (["cuda"], "cuda"),
+    "cuda.csv": (["cuda"], "cuda"),
+}
+HYPERFINE = ("serial", "openmp", "mpi", "hybrid", "cnn", "cuda")   # hyperfine-NAME.json, step hyperfine-NAME
+
+
+def check_steps():
+    """the step ids above that `./run_all.sh --list-steps` does not list (a note on stderr
+    for each, or one when run_all.sh cannot be asked)"""
+    try:
+        known = set(partrain.run_all_steps())
+    except (OSError, RuntimeError, ValueError) as e:
+        print(f"{PROG}: note: cannot check the step ids against run_all.sh --list-steps: {e}", file=sys.stderr)
+        return []
+    ids = {st for hints, _ in STEPS.values() for st in hints} | {f"hyperfine-{t}" for t in HYPERFINE}
+    bad = sorted(ids - known)
+    for st in bad:
+        print(f"{PROG}: error: step id '{st}' is not registered by run_all.sh (./run_all.sh --list-steps)",
+              file=sys.stderr)
+    return bad
+
+
+# ---------------------------------------------------------------- formatting
+
+
+def s(v):
+    """seconds with the unit"""
+    if v is None:
+        return "–"
+    a = abs(v)
+    if a >= 100:
+        return f"{v:.1f} s"
+    if a >= 1:
+        return f"{v:.2f} s"
+    if a >= 0.01 or a == 0:
+        return f"{v:.3f} s"
+    return f"{v:.2g} s"
+
+
+def g(v):
+    """a published number of seconds as the report printed it (2.56 s, 0.37 s, 163.60 s)"""
+    return f"{v:.2f} s"
+
+
+def x(v):
+    """a ratio (speedup, times as long) with the unit"""
+    return "–" if v is None else f"{v:.2f}×"
+
+
+def pct(v, digits=0):
+    return "–" if v is None else f"{v:.{digits}f}%"
+
+
+def pol(p):
+    return p if p else "unset"
+
+
+def table(header, rows):
+    """markdown table; cells are strings; columns after the first two right-aligned"""
+    out = ["| " + " | ".join(header) + " |",
+           "|" + "|".join("---" if i < 2 else "---:" for i in range(len(header))) + "|"]
+    for r in rows:
+        out.append("| " + " | ".join(str(c).replace("|", "\\|") for c in r) + " |")
+    return out
+
+
+def ratio(a, b):
+    return a / b if a is not None and b not in (None, 0) else None
+
+
+def dname(d):
+    return {"fashion": "Fashion-MNIST", "mnist": "MNIST digits"}.get(d, d or "?")
+
+
+def plural(n, word):
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def by_number(values):
+    """CSV cells sorted as integers"""
+    return sorted(values, key=lambda v: int(num(v) or 0))
+
+
+# ---------------------------------------------------------------- one configuration's runs
+
+
+class Agg:
+    """the rows of one configuration: medians over its repeated runs"""
+
+    def __init__(self, rows, src):
+        self.rows, self.src, self.n = rows, src, len(rows)
+        for attr, col in (("epoch", "epoch_seconds_median"), ("total", "total_seconds"), ("comm", "comm_seconds"),
+                          ("sync", "sync_seconds"), ("gflops", "gflops"), ("acc", "test_accuracy"),
+                          ("loss", "final_train_loss")):
+            setattr(self, attr, partrain.col_median(rows, col))
+        self.policy = ",".join(sorted({pol(r.get("omp_wait_policy", "")) for r in rows}))
+        r0 = rows[0]
+        self.program, self.variant = r0.get("program", ""), r0.get("variant", "")
+        self.ranks, self.threads = int(num(r0.get("ranks")) or 1), int(num(r0.get("threads")) or 1)
+        self.batch, self.train_n = r0.get("batch", ""), r0.get("train_n", "")
+        self.epochs, self.image = r0.get("epochs", ""), r0.get("image_size", "")
+        self.dataset = r0.get("dataset", "")
+
+    @property
+    def comm_share(self):
+        return 100.0 * self.comm / self.epoch if self.comm is not None and self.epoch else None
+
+    def cfg(self):
+        return f"{self.ranks}×{self.threads}"
+
+
+def agg(rows, src="", **eq):
+    sel = select(rows, **eq)
+    return Agg(sel, src) if sel else None
+
+
+def best(aggs):
+    aggs = [a for a in aggs if a is not None and a.epoch is not None]
+    return min(aggs, key=lambda a: a.epoch) if aggs else None
+
+
+def flags(program, variant):
+    """the command-line flags of a variant (`--accum loop`), from the program's
+    --list-variants; the bare name when the program is not built"""
+    return partrain.variant_flags(program, variant) or variant
+
+
+def label(a):
+    """how a configuration reads in a table"""
+    if a.program == "openmp":
+        return f"openmp {flags('openmp', a.variant)}, T = {a.threads}"
+    if a.program == "mpi":
+        return f"mpi {flags('mpi', a.variant)}, P = {a.ranks}"
+    if a.program in ("hybrid", "cnn"):
+        return f"{a.program} {a.cfg()} (ranks × threads)"
+    if a.program == "pytorch":
+        return f"PyTorch {a.variant.replace('torch-', '')}, {plural(a.threads, 'thread')}"
+    if a.program == "serial":
+        return f"serial {flags('serial', a.variant)}"
+    return f"{a.program} {a.variant} {a.cfg()}"
+
+
+def variants_of(rows, program):
+    """the variants of PROGRAM present in rows, in the program's own order (its
+    --list-variants), others after them"""
+    seen = {r.get("variant", "") for r in rows or [] if r.get("program") == program}
+    return partrain.ordered_variants(program, seen, PROG)
+
+
+def modes_of(rows):
+    """openmp's --accum modes present in rows"""
+    return variants_of(rows, "openmp")
+
+
+def syncs_of(rows):
+    """mpi's --sync variants present in rows"""
+    return variants_of(rows, "mpi")
+
+
+def serial_of(rows, batch=None):
+    """serial/serial's runs: those of its default variant (the first it lists) when there
+    are any, else all of them"""
+    eq = {"program": "serial"}
+    if batch is not None:
+        eq["batch"] = batch
+    try:
+        default = partrain.variant_names("serial")[0]
+    except partrain.NotBuilt as e:
+        partrain.warn_once(PROG, f"{e}; every serial run counts as the baseline")
+        default = None
+    return (agg(rows, variant=default, **eq) if default else None) or agg(rows, **eq)
+
+
+# ---------------------------------------------------------------- the inputs
+
+
+def read_skipped(path):
+    """skipped.txt's (step, reason) lines"""
+    out = []
+    try:
+        with open(path, errors="replace") as f:
+            for line in f:
+                line = line.rstrip("\n")
+                if line.strip():
+                    step, _, reason = line.partition("\t")
+                    out.append((step.strip(), reason.strip()))
+    except OSError:
+        pass
+    return out
+
+
+def norm(t):
+    return re.sub(r"[^a-z0-9]+", "_", t.lower()).strip("_")
+
+
+class Inputs:
+    """one results directory: its CSVs (by name), skipped.txt, tables and figures"""
+
+    def __init__(self, results, plots, out):
+        self.dir, self.plots, self.out = results, plots, out
+        self.cores = os.cpu_count() or 1
+        self.missing_seen = []
+        self._csv = {}
+        self.skipped_file = os.path.join(results, "skipped.txt")
+        self.have_skipped = os.path.isfile(self.skipped_file)
+        self.skipped = read_skipped(self.skipped_file) if self.have_skipped else []
+
+    def path(self, name):
+        return os.path.join(self.dir, name)
+
+    def rows(self, name):
+        """the CSV's rows (list of dicts), [] when it has a header only, None when missing"""
+        if name not in self._csv:
+            p = self.path(name)
+            rows = None
+            if os.path.isfile(p):
+                try:
+                    rows = [r for r in partrain.read_csv(p, errors="replace") if r.get("program")]
+                    for r in rows:
+                        r["_file"] = name
+                except (partrain.CSVError, csv.Error) as e:
+                    print(f"{PROG}: {p}: {e}", file=sys.stderr)
+            self._csv[name] = rows
+        return self._csv[name]
+
+    def all_rows(self):
+        return [r for p in sorted(glob.glob(os.path.join(self.dir, "*.csv")))
+                for r in self.rows(os.path.basename(p)) or []]
+
+    def reasons(self, name):
+        """skipped.txt lines explaining why NAME is missing: (step, reason) list"""
+        hints, trainer = STEPS.get(name, ([os.path.splitext(name)[0]], None))
+        if name.startswith("hyperfine-"):
+            t = name[len("hyperfine-"):-len(".json")]
+            hints, trainer = [f"hyperfine-{t}"], t
+        want = [norm(h) for h in hints]
+        found = [(st, rs) for st, rs in self.skipped if norm(st) in want]
+        if name.endswith(".png") and found:
+            # the plots step has one line per figure not drawn, plus general ones (no gnuplot)
+            own = [(st, rs) for st, rs in found if name in rs]
+            found = own or [(st, rs) for st, rs in found if norm(st) != "plots" or ".png" not in rs]
+        if not found and trainer:
+            found = [(st, rs) for st, rs in self.skipped if norm(st) == trainer]
+        if not found and trainer:
+            found = [(st, rs) for st, rs in self.skipped if norm(st).startswith(trainer + "_")
+                     and any(norm(st).startswith(w.split("_")[0]) for w in want)]
+        return found, hints[0]
+
+    def missing(self, name, where=None):
+        """the one line for a missing input"""
+        shown = os.path.join(where, name) if where else self.path(name)
+        found, step = self.reasons(name)
+        if found:
+            why = "; ".join(f"step {st} skipped: {rs or 'no reason given'}" for st, rs in found)
+        elif self.have_skipped:
+            why = f"step {step} skipped: no reason in {self.skipped_file}"
+        else:
+            why = f"step {step} skipped: reason unknown, {self.skipped_file} missing"
+        self.missing_seen.append(shown)
+        return f"not measured in this run: {shown} missing ({why})"
+
+    def figure(self, name, caption):
+        """![caption](relative path) when the PNG exists (plots dir, then results dir)"""
+        for d in (self.plots, self.dir):
+            p = os.path.join(d, name)
+            if os.path.isfile(p) and os.path.getsize(p) > 0:
+                rel = os.path.relpath(os.path.abspath(p), os.path.dirname(os.path.abspath(self.out)))
+                return f"![{caption}]({rel})"
+        return self.missing(name, where=self.plots)
+
+    def text(self, name):
+        try:
+            with open(self.path(name), errors="replace") as f:
+                return f.read()
+        except OSError:
+            return None
+
+
+# ---------------------------------------------------------------- the document
+
+
+class Doc:
+    """the report's lines, and the inputs every section reads"""
+
+    def __init__(self, inp):
+        self.i = inp
+        self.cores = inp.cores
+        self.lines = []
+
+    def add(self, *lines):
+        self.lines.extend(lines)
+
+    def para(self, text):
+        self.lines += [text, ""]
+
+    def table(self, header, rows):
+        self.add(*table(header, rows), "")
+
+    def shows(self, sentences):
+        sentences = [t for t in sentences if t]
+        if sentences:
+            self.para("**What this shows:** " + " ".join(sentences))
