@@ -32,3 +32,7 @@ expect_error() {
     fail "$name" "exit $rc$([ "$rc" = 124 ] && echo ' (hung)'), $lines ${label:+'$label:' }stderr lines, csv $([ -e "$TMP/err.csv" ] && echo written || echo absent): $(head -c 300 "$TMP/err")"
   fi
 }
+# variants PROG: the names of PROG's variants (the first column of PROG --list-variants,
+# the CSV's variant); variant_flags PROG NAME: the flags that select variant NAME
+variants() { "$1" --list-variants | cut -f1; }
+variant_flags() { "$1" --list-variants | awk -F'\t' -v n="$2" '$1 == n { print $2 }'; }

@@ -45,7 +45,7 @@ within() { awk -v d="$1" -v t="$TOL" 'BEGIN { exit !(d != "bad" && d + 0 <= t + 
 train() {
   local name=$1; shift
   rm -f "$TMP/$name.csv"
-  timeout $LIMIT "$@" --csv "$TMP/$name.csv" --quiet >"$TMP/$name.out" 2>&1; rc=$?
+  timeout $LIMIT "$@" --csv "$TMP/$name.csv" --quiet </dev/null >"$TMP/$name.out" 2>&1; rc=$?
   [ $rc -ne 124 ] || echo "(killed after $LIMIT s: hung)" >>"$TMP/$name.out"
   curve=$( [ -f "$TMP/$name.csv" ] && csv_col "$TMP/$name.csv" train_loss_curve)
 }
@@ -59,9 +59,11 @@ same() {
 A=(--data $DATA --train 256 --test 100 --image-size 27 --hidden 40,24 --batch 50 --epochs 2 --lr 0.05)
 train serial-a serial/serial "${A[@]}"; ref_a=$curve
 check "serial reference run (relu 729-40-24-10)" "exit $rc: $(tail -c 300 "$TMP/serial-a.out")" [ $rc -eq 0 ] && [ -n "$ref_a" ]
-train naive $EMU "${A[@]}" --kernel naive; same naive "naive, relu 729-40-24-10" "$ref_a"
-train tiled16 $EMU "${A[@]}" --kernel tiled --tile 16; same tiled16 "tiled16, relu 729-40-24-10" "$ref_a"
-train tiled32 $EMU "${A[@]}" --kernel tiled --tile 32; same tiled32 "tiled32, relu 729-40-24-10" "$ref_a"
+# every kernel the emulation build lists (cuda/cuda-emu --list-variants: naive, tiled16, tiled32)
+while IFS=$'\t' read -r name vflags _; do
+  read -r -a vargs <<<"$vflags"
+  train "$name" $EMU "${A[@]}" "${vargs[@]}"; same "$name" "$name, relu 729-40-24-10" "$ref_a"
+done < <($EMU --list-variants)
 check "CSV row: program cuda-emu, variant tiled32" "$(head -c 300 "$TMP/tiled32.csv")" \
   [ "$(csv_col "$TMP/tiled32.csv" program)" = cuda-emu ] && [ "$(csv_col "$TMP/tiled32.csv" variant)" = tiled32 ]
 

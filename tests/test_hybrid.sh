@@ -58,11 +58,11 @@ serial/serial "${CONF[@]}" --csv "$CSV" >/dev/null 2>&1
 ref=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next } $c["program"] == "serial" { x = $c["train_loss_curve"] } END { print x }' "$CSV")
 check "serial reference run" "no CSV row" [ -n "$ref" ]
 
-for sync in allreduce reduce-bcast; do
+for sync in $(variants hybrid/hybrid); do
   for pt in 1x1 1x2 2x1 2x2 3x2; do
     p=${pt%x*} t=${pt#*x}
     [ $sync = reduce-bcast ] && [ $pt = 3x2 ] && continue
-    run_hy "$TMP/out" $RUN $p hybrid/hybrid "${CONF[@]}" --threads $t --sync $sync --csv "$CSV" --dump-params "$TMP/params-$sync-$pt"
+    run_hy "$TMP/out" $RUN $p hybrid/hybrid "${CONF[@]}" --threads $t $(variant_flags hybrid/hybrid $sync) --csv "$CSV" --dump-params "$TMP/params-$sync-$pt"
     if [ $rc -ne 0 ]; then fail "hybrid --sync $sync, $pt" "exit $rc: $(tail -n 5 "$TMP/out")"; continue; fi
     curve=$(last_row $sync $p $t train_loss_curve)
     d=$(max_rel "$ref" "$curve")

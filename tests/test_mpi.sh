@@ -79,9 +79,9 @@ ref=$(last_curve serial own-gemm 1)
 check "serial reference run" "no CSV row" [ -n "$ref" ]
 
 # ---- mpi/mpi: every --sync, P = 1..4
-for sync in allreduce reduce-bcast overlap; do
+for sync in $(variants mpi/mpi); do
   for p in 1 2 3 4; do
-    run_mpi "$TMP/out" $RUN $p mpi/mpi "${CONF[@]}" --sync $sync --csv "$CSV" --dump-params "$TMP/params-$sync-$p"
+    run_mpi "$TMP/out" $RUN $p mpi/mpi "${CONF[@]}" $(variant_flags mpi/mpi $sync) --csv "$CSV" --dump-params "$TMP/params-$sync-$p"
     if [ $rc -ne 0 ]; then
       fail "mpi --sync $sync, P = $p" "exit $rc: $(tail -n 5 "$TMP/out")"
       continue

@@ -64,9 +64,9 @@ EQ=(--data $DATA --train 2000 --test 500 --epochs 3 --batch 32 --lr 0.1 --seed 1
 ref=$(run_curve $SERIAL "${EQ[@]}")
 declare -A first
 worst_dp=0
-for v in critical reduction loop model; do
+for v in $(variants $BIN); do
   for T in 1 2 3 4; do
-    got=$(run_curve $BIN "${EQ[@]}" --accum $v --threads $T)
+    got=$(run_curve $BIN "${EQ[@]}" $(variant_flags $BIN $v) --threads $T)
     first[$v$T]=$got
     read -r dev dacc <<<"$(maxdev "$got" "$ref")"
     if [ "$T" = 1 ]; then
@@ -87,7 +87,7 @@ echo "info: largest deviation of critical/reduction/model from serial: $worst_dp
 # ---- reduction, model: bit-identical from run to run for a given T ------------------
 for v in reduction model; do
   for T in 2 3 4; do
-    again=$(run_curve $BIN "${EQ[@]}" --accum $v --threads $T)
+    again=$(run_curve $BIN "${EQ[@]}" $(variant_flags $BIN $v) --threads $T)
     check "$v T=$T: bit-identical on a second run" "first '${first[$v$T]}', second '$again'" \
       [ "$again" = "${first[$v$T]}" ]
   done
@@ -97,8 +97,8 @@ done
 for b in 16 5; do
   SMALL=(--data $DATA --train 1000 --test 300 --epochs 2 --batch $b --lr 0.05 --seed 3)
   ref=$(run_curve $SERIAL "${SMALL[@]}")
-  for v in critical reduction loop model; do
-    got=$(run_curve $BIN "${SMALL[@]}" --accum $v --threads 8)
+  for v in $(variants $BIN); do
+    got=$(run_curve $BIN "${SMALL[@]}" $(variant_flags $BIN $v) --threads 8)
     read -r dev dacc <<<"$(maxdev "$got" "$ref")"
     check "$v, batch $b, 8 threads: matches serial (loss dev $dev)" "got '$got', serial '$ref'" within "$dev" "$dacc" $TOL
   done
@@ -112,8 +112,8 @@ for cfg in "${cfgs[@]}"; do
   # shellcheck disable=SC2206
   C=(--data $DATA --train 1000 --test 300 --epochs 2 --batch 50 --seed 5 $cfg)
   ref=$(run_curve $SERIAL "${C[@]}")
-  for v in critical reduction loop model; do
-    got=$(run_curve $BIN "${C[@]}" --accum $v --threads 3)
+  for v in $(variants $BIN); do
+    got=$(run_curve $BIN "${C[@]}" $(variant_flags $BIN $v) --threads 3)
     read -r dev dacc <<<"$(maxdev "$got" "$ref")"
     if [ $v = loop ]; then   # the same weights (with --batch full: the update's K blocks)
       check "loop, 3 threads, $cfg: same weights as serial (loss dev $dev <= 1e-12, test acc equal)" \
@@ -161,10 +161,10 @@ expect_error "--accum without a value rejected" "--accum" $BIN --csv "$TMP/err.c
 
 # ---- AddressSanitizer/UBSan build: uneven slices, empty slices, every mode ----------
 if [ -x tests/bin/openmp-asan ]; then
-  for v in critical reduction loop model; do
-    tests/bin/openmp-asan --data $DATA --train 400 --test 100 --batch 5 --threads 8 --epochs 1 --accum $v \
+  for v in $(variants $BIN); do
+    tests/bin/openmp-asan --data $DATA --train 400 --test 100 --batch 5 --threads 8 --epochs 1 $(variant_flags $BIN $v) \
       --predict 1 --csv "$TMP/asan.csv" >"$TMP/asan" 2>&1; rc=$?
-    tests/bin/openmp-asan --data $DATA --train 1100 --test 100 --batch full --threads 3 --epochs 1 --accum $v \
+    tests/bin/openmp-asan --data $DATA --train 1100 --test 100 --batch full --threads 3 --epochs 1 $(variant_flags $BIN $v) \
       --activation sigmoid --image-size 40 --hidden 32,16,8 --csv none >>"$TMP/asan" 2>&1; rc2=$?
     clean() { [ $rc -eq 0 ] && [ $rc2 -eq 0 ] && ! grep -qE 'ERROR|runtime error' "$TMP/asan"; }
     check "sanitizer build, $v: batch 5 x 8 threads, full batch of 1,100 x 3 threads, sigmoid, 4 layers" \
