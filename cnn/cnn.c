@@ -952,6 +952,9 @@ int main(int argc, char **argv) {
     int T = co.threads;
     char err[IDX_ERR_LEN] = "";
 
+    /* outputs (rank 0 writes them): checked before the work, not after it */
+    agree_or_die(rank == 0 && (results_check_output(o->csv, "--csv", err, sizeof err)), err, 2);
+
     /* data: every rank checks the files; the sizes decide the same errors on every rank */
     sharded_data data;
     load_sharded_data(o, co.batch_per_rank, &data);

@@ -37,6 +37,7 @@ static int find_file(const char *dir, const char *prefix, const char *kind, int 
     const char *forms[] = { "%s/%s-%s-idx%d-ubyte", "%s/%s-%s-idx%d-ubyte.gz",
                             "%s/%s-%s.idx%d-ubyte", "%s/%s-%s.idx%d-ubyte.gz" };
     struct stat st;
+    if (strlen(dir) + 64 >= pathlen) return fail(err, errlen, "%.200s...: the directory name is too long (%zu characters)", dir, strlen(dir));
     for (size_t f = 0; f < sizeof forms / sizeof forms[0]; f++) {
         snprintf(path, pathlen, forms[f], dir, prefix, kind, dims);
         if (stat(path, &st) == 0 && S_ISREG(st.st_mode)) return 0;
@@ -51,7 +52,7 @@ static uint32_t be32(const unsigned char *p) {
 
 typedef struct {
     gzFile gz;
-    char path[1024];
+    char path[IDX_PATH_LEN];
     uint32_t magic;
     long count;                 /* items in the file */
     long rows, cols;            /* images only */
@@ -204,7 +205,7 @@ static void idx_close(idx_file *f) {
 /* Opens both files of a split and checks that they agree. */
 static int open_pair(const char *dir, const char *prefix, idx_file *img, idx_file *lab,
                      int check_gzip_length, char *err, size_t errlen) {
-    char ipath[1024], lpath[1024];
+    char ipath[IDX_PATH_LEN], lpath[IDX_PATH_LEN];
     if (find_file(dir, prefix, "images", 3, ipath, sizeof ipath, err, errlen)) return -1;
     if (find_file(dir, prefix, "labels", 1, lpath, sizeof lpath, err, errlen)) return -1;
     if (idx_open(img, ipath, IDX_MAGIC_IMAGES, check_gzip_length, err, errlen)) return -1;
@@ -337,4 +338,10 @@ void dataset_free(dataset *d) {
     free(d->x);
     free(d->y);
     memset(d, 0, sizeof *d);
+}
+
+int dataset_check_pair(const char *dir, const dataset *train, const dataset *test, char *err, size_t errlen) {
+    if (!test || test->n == 0 || test->side == train->side) return 0;
+    return fail(err, errlen, "%s/t10k-images holds %dx%d images but %s/train-images %dx%d: one size for both "
+                "(or --image-size S to resample both)", dir, test->side, test->side, dir, train->side, train->side);
 }

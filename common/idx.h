@@ -25,7 +25,8 @@
 
 #include <stddef.h>
 
-#define IDX_ERR_LEN 512
+#define IDX_PATH_LEN 4352    /* a file name: PATH_MAX and the longest IDX suffix */
+#define IDX_ERR_LEN (IDX_PATH_LEN * 2 + 256)   /* two file names and the reason */
 #define IDX_MAX_SIDE 1024      /* larger images are rejected as absurd */
 #define IDX_CLASSES 10
 
@@ -49,6 +50,10 @@ int dataset_load(const char *dir, const char *prefix, long first, long count,
                  int side, dataset *out, char *err, size_t errlen);
 
 void dataset_free(dataset *d);
+
+/* The training and test sets of one run must have one image size (each trainer's input
+ * layer has one width): 0, or -1 with one line in err naming both sets. */
+int dataset_check_pair(const char *dir, const dataset *train, const dataset *test, char *err, size_t errlen);
 
 /* Bilinear resample of one in_side x in_side image to out_side x out_side. */
 void idx_resample(const float *src, int in_side, float *dst, int out_side);

@@ -116,7 +116,8 @@ static inline void load_data(const char *prog, train_options *o, dataset *train,
     if (o->batch_full) o->batch = train_n;
     if (o->batch > train_n) options_die(prog, "--batch %ld is larger than the %ld training samples", o->batch, train_n);
     if (dataset_load(o->data_dir, "train", 0, train_n, o->image_size, train, err, sizeof err) ||
-        dataset_load(o->data_dir, "t10k", 0, test_n, o->image_size, test, err, sizeof err)) {
+        dataset_load(o->data_dir, "t10k", 0, test_n, o->image_size, test, err, sizeof err) ||
+        dataset_check_pair(o->data_dir, train, test, err, sizeof err)) {
         fprintf(stderr, "%s: %s\n", prog, err);
         exit(2);
     }

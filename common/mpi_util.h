@@ -47,7 +47,7 @@ static inline void agree_or_die(int failed, const char *msg, int status) {
  * options_die() would, every rank exits 2. */
 static void die_all(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn, unused));
 static void die_all(const char *fmt, ...) {
-    char msg[1024];
+    char msg[IDX_ERR_LEN];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
@@ -116,7 +116,22 @@ static void __attribute__((unused)) load_sharded_data(train_options *o, long bat
     bad = dataset_load(o->data_dir, "train", 0, train_n, o->image_size, &d->train, err, sizeof err);
     if (!bad && d->test_count > 0)
         bad = dataset_load(o->data_dir, "t10k", d->test_lo, d->test_count, o->image_size, &d->test, err, sizeof err);
+    if (!bad) bad = dataset_check_pair(o->data_dir, &d->train, &d->test, err, sizeof err);
     agree_or_die(bad, err, 2);
+    /* every rank must have loaded the same training set (the same files on every node):
+     * its size, image side and bytes, compared over the ranks */
+    unsigned long long mine[3] = { (unsigned long long)d->train.n, (unsigned long long)d->train.side, 0xcbf29ce484222325ull };
+    const unsigned char *p = (const unsigned char *)d->train.x;
+    for (size_t i = 0; i < sizeof(float) * (size_t)d->train.n * (size_t)d->train.features; i++)
+        mine[2] = (mine[2] ^ p[i]) * 0x100000001b3ull;
+    for (long i = 0; i < d->train.n; i++) mine[2] = (mine[2] ^ d->train.y[i]) * 0x100000001b3ull;
+    unsigned long long lo[3], hi[3];
+    mpi_check(MPI_Allreduce(mine, lo, 3, MPI_UNSIGNED_LONG_LONG, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce");
+    mpi_check(MPI_Allreduce(mine, hi, 3, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
+    if (lo[0] != hi[0] || lo[1] != hi[1] || lo[2] != hi[2])
+        die_all("the ranks loaded different training sets from %s/train-images (%llu..%llu samples, %llux%llu..%llux%llu "
+                "images%s): every rank must see the same files", o->data_dir, lo[0], hi[0], lo[1], lo[1], hi[1], hi[1],
+                lo[0] == hi[0] && lo[1] == hi[1] ? ", different contents" : "");
 }
 
 /* Whether every rank holds the same bytes (the model replicas after training): FNV-1a

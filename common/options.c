@@ -64,8 +64,10 @@ long options_long(const char *prog, const char *flag, const char *value, long mi
     char *end;
     errno = 0;
     long v = strtol(value, &end, 10);
-    if (errno || end == value || *end)
+    if (end == value || *end)
         options_die(prog, "%s: expected an integer, got '%s'", flag, value);
+    if (errno == ERANGE)
+        options_die(prog, "%s: %s is out of range %ld..%ld", flag, value, min, max);
     if (v < min || v > max)
         options_die(prog, "%s: %ld is out of range %ld..%ld", flag, v, min, max);
     return v;
@@ -75,11 +77,24 @@ double options_double(const char *prog, const char *flag, const char *value, dou
     char *end;
     errno = 0;
     double v = strtod(value, &end);
-    if (errno || end == value || *end || !isfinite(v))
+    if (end == value || *end || isnan(v))
         options_die(prog, "%s: expected a number, got '%s'", flag, value);
+    if (errno == ERANGE || !isfinite(v))   /* overflow, or too small to be a normal float */
+        options_die(prog, "%s: %s is out of range %g..%g", flag, value, min, max);
     if (!(v >= min && v <= max))
         options_die(prog, "%s: %g is out of range %g..%g", flag, v, min, max);
     return v;
+}
+
+/* any unsigned 64-bit integer, 0 .. 18446744073709551615 */
+static uint64_t options_seed(const char *prog, const char *value) {
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(value, &end, 10);
+    if (end == value || *end || value[0] == '-' || value[0] == '+' || value[0] == ' ')
+        options_die(prog, "--seed: expected an integer 0..18446744073709551615, got '%s'", value);
+    if (errno == ERANGE) options_die(prog, "--seed: %s is out of range 0..18446744073709551615", value);
+    return (uint64_t)v;
 }
 
 static void parse_hidden(train_options *o, const char *prog, const char *value) {
@@ -102,7 +117,10 @@ static void parse_hidden(train_options *o, const char *prog, const char *value) 
 
 int options_parse_common(train_options *o, const char *prog, int argc, char **argv, int *i) {
     const char *a = argv[*i];
-    if (!strcmp(a, "--data")) o->data_dir = options_value(prog, argc, argv, i);
+    if (!strcmp(a, "--data")) {
+        o->data_dir = options_value(prog, argc, argv, i);
+        if (!*o->data_dir) options_die(prog, "--data: empty directory name");
+    }
     else if (!strcmp(a, "--train")) o->train_n = options_long(prog, a, options_value(prog, argc, argv, i), 1, 100000000);
     else if (!strcmp(a, "--test")) o->test_n = options_long(prog, a, options_value(prog, argc, argv, i), 1, 100000000);
     else if (!strcmp(a, "--image-size")) o->image_size = (int)options_long(prog, a, options_value(prog, argc, argv, i), 1, 1024);
@@ -121,8 +139,11 @@ int options_parse_common(train_options *o, const char *prog, int argc, char **ar
     else if (!strcmp(a, "--lr")) {
         o->lr = options_double(prog, a, options_value(prog, argc, argv, i), 0.0, 1e3);
         if (!(o->lr > 0)) options_die(prog, "--lr: must be positive");
-    } else if (!strcmp(a, "--seed")) o->seed = (uint64_t)options_long(prog, a, options_value(prog, argc, argv, i), 0, 0x7fffffffffffffffL);
-    else if (!strcmp(a, "--csv")) o->csv = options_value(prog, argc, argv, i);
+    } else if (!strcmp(a, "--seed")) o->seed = options_seed(prog, options_value(prog, argc, argv, i));
+    else if (!strcmp(a, "--csv")) {
+        o->csv = options_value(prog, argc, argv, i);
+        if (!*o->csv) options_die(prog, "--csv: empty file name (none writes no row)");
+    }
     else if (!strcmp(a, "--predict")) o->predict = (int)options_long(prog, a, options_value(prog, argc, argv, i), 0, 1000);
     else if (!strcmp(a, "--quiet")) o->quiet = 1;
     else return 0;

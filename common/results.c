@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <math.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -116,7 +117,7 @@ int results_append(const char *path, const result_row *r, char *err, size_t errl
     /* Create the parent directory if it is missing (one level, e.g. results/). */
     const char *slash = strrchr(path, '/');
     if (slash && slash != path) {
-        char dir[1024];
+        char dir[4352];
         snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
         if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
             free(b.p);
@@ -143,8 +144,21 @@ int results_append(const char *path, const result_row *r, char *err, size_t errl
             goto out;
         }
     }
+    if (!S_ISREG(st.st_mode) && strcmp(path, "/dev/null") != 0) {
+        fail(err, errlen, "%s: not a regular file (give a file name, or none)", path);
+        goto out;
+    }
     sbuf out = {0};
     if (st.st_size == 0) sb_printf(&out, "%s", header);
+    else if (S_ISREG(st.st_mode)) {
+        /* a torn last line (a writer killed mid-row, a file edited by hand): the row must
+         * not be glued onto the fragment, so it starts on a new line */
+        char last = '\n';
+        if (pread(fd, &last, 1, st.st_size - 1) == 1 && last != '\n') {
+            sb_printf(&out, "\n");
+            fprintf(stderr, "results: %s: its last line had no newline (torn); the new row starts on a new line\n", path);
+        }
+    }
     sb_printf(&out, "%s", b.p);
     if (out.oom) { free(out.p); fail(err, errlen, "%s: out of memory", path); goto out; }
     if (write_all(fd, out.p, out.len) != 0) {
@@ -158,9 +172,65 @@ int results_append(const char *path, const result_row *r, char *err, size_t errl
     if (fsync(fd) != 0 && errno != EINVAL) { fail(err, errlen, "%s: fsync failed: %s", path, strerror(errno)); goto out; }
     rc = 0;
 out:
+    if (rc != 0 && b.p) {   /* the result must not be lost: the row goes to stderr */
+        fprintf(stderr, "results: the row that could not be written to %s:\n%s%s", path, RESULTS_HEADER "\n", b.p);
+    }
     free(b.p);
     close(fd);   /* releases the lock */
     return rc;
+}
+
+int results_check_output(const char *path, const char *what, char *err, size_t errlen) {
+    /* a closed stdout (a trainer piped into head) must not kill the run before its row */
+    signal(SIGPIPE, SIG_IGN);
+    if (!path || strcmp(path, "none") == 0) return 0;
+    if (!*path) return fail(err, errlen, "%s: empty file name (none writes nothing)", what);
+    if (strcmp(path, "/dev/null") == 0) return 0;
+    struct stat st;
+    if (stat(path, &st) == 0) {
+        if (S_ISDIR(st.st_mode)) return fail(err, errlen, "%s %s: is a directory", what, path);
+        if (!S_ISREG(st.st_mode))
+            return fail(err, errlen, "%s %s: not a regular file (a FIFO or device; give a file name)", what, path);
+        int fd = open(path, O_RDWR | O_APPEND | O_CLOEXEC);
+        if (fd < 0) return fail(err, errlen, "%s %s: cannot be written: %s", what, path, strerror(errno));
+        int bad = 0;
+        if (strcmp(what, "--csv") == 0 && st.st_size > 0) {
+            const char *header = RESULTS_HEADER "\n";
+            size_t hlen = strlen(header);
+            char *first = calloc(1, hlen + 1);
+            ssize_t got = first ? pread(fd, first, hlen, 0) : -1;
+            bad = !(got == (ssize_t)hlen && memcmp(first, header, hlen) == 0);
+            free(first);
+        }
+        close(fd);
+        if (bad)
+            return fail(err, errlen, "%s %s: the file does not start with this version's CSV header; move it away or "
+                        "give another file", what, path);
+        return 0;
+    }
+    if (errno != ENOENT) return fail(err, errlen, "%s %s: %s", what, path, strerror(errno));
+    /* a new file: its directory must be writable, or (--csv only) be one missing level
+     * whose parent is (results_append creates it) */
+    char dir[4352];
+    const char *slash = strrchr(path, '/');
+    if (strlen(path) >= sizeof dir) return fail(err, errlen, "%s: the file name is too long", what);
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else if (slash == path) snprintf(dir, sizeof dir, "/");
+    else snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    if (stat(dir, &st) == 0) {
+        if (!S_ISDIR(st.st_mode)) return fail(err, errlen, "%s %s: %s is not a directory", what, path, dir);
+        if (access(dir, W_OK | X_OK) != 0) return fail(err, errlen, "%s %s: directory %s is not writable", what, path, dir);
+        return 0;
+    }
+    if (strcmp(what, "--csv") == 0) {
+        const char *up = strrchr(dir, '/');
+        char parent[4352];
+        if (!up) snprintf(parent, sizeof parent, ".");
+        else if (up == dir) snprintf(parent, sizeof parent, "/");
+        else snprintf(parent, sizeof parent, "%.*s", (int)(up - dir), dir);
+        if (stat(parent, &st) == 0 && S_ISDIR(st.st_mode) && access(parent, W_OK | X_OK) == 0) return 0;
+    }
+    return fail(err, errlen, "%s %s: directory %s does not exist", what, path, dir);
 }
 
 double results_epoch_median(const double *v, int epochs) {

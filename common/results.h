@@ -84,8 +84,17 @@ int results_epoch(const char *program, int printer, int quiet, int epoch, int ep
  * message in err (nothing was written, no summary printed). */
 int results_finish(const result_row *r, const char *csv, const char *who, const char *extra, char *err, size_t errlen);
 
-/* 0 on success; -1 with a one-line message in err. path "none" or "" writes nothing. */
+/* 0 on success; -1 with a one-line message in err, and the row printed to stderr so that
+ * it is not lost. path "none" or "" writes nothing. A torn last line (no newline) is
+ * repaired: the row starts on a new line, with a note on stderr. */
 int results_append(const char *path, const result_row *r, char *err, size_t errlen);
+
+/* Before the work: whether `path` can take the output (what: "--csv", which also checks
+ * the header of an existing file, or "--dump-params"): a regular file that can be
+ * written, or a new file in a writable directory; "none" and /dev/null need nothing.
+ * 0, or -1 with one line in err naming the flag, the file and the problem. Also makes
+ * SIGPIPE harmless, so a closed stdout cannot end the run before its row is written. */
+int results_check_output(const char *path, const char *what, char *err, size_t errlen);
 
 /* median of n values (copies; n >= 1) */
 double results_median(const double *v, int n);

@@ -767,6 +767,9 @@ int main(int argc, char **argv) {
     tile_side = co.tile;
     char err[IDX_ERR_LEN] = "";
 
+    /* outputs (rank 0 writes them): checked before the work, not after it */
+    agree_or_die(rank == 0 && (results_check_output(o->csv, "--csv", err, sizeof err)), err, 2);
+
     /* the device first: without one there is nothing to do (exit 3) */
     cudaDeviceProp prop;
     device_init(&prop);
@@ -790,6 +793,7 @@ int main(int argc, char **argv) {
     bad = dataset_load(o->data_dir, "train", 0, train_n, o->image_size, &train, err, sizeof err);
     if (!bad && test_count > 0)
         bad = dataset_load(o->data_dir, "t10k", test_lo, test_count, o->image_size, &test, err, sizeof err);
+    if (!bad) bad = dataset_check_pair(o->data_dir, &train, &test, err, sizeof err);
     agree_or_die(bad, err, 2);
 
     /* model and device buffers: a rank holds at most ceil(B / P) rows of a batch */

@@ -485,6 +485,10 @@ int main(int argc, char **argv) {
     sync_mode = ho.sync;
     char err[IDX_ERR_LEN] = "";
 
+    /* outputs (rank 0 writes them): checked before the work, not after it */
+    agree_or_die(rank == 0 && (results_check_output(o->csv, "--csv", err, sizeof err) ||
+                               results_check_output(ho.dump_params, "--dump-params", err, sizeof err)), err, 2);
+
     /* data: every rank checks the files; the sizes decide the same errors on every rank */
     sharded_data data;
     load_sharded_data(o, 0, &data);

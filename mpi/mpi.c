@@ -100,7 +100,7 @@ static void parse_options(mpi_options *o, int argc, char **argv) {
             continue;
         }
         if (!strcmp(argv[i], "--batch-per-rank")) {
-            o->batch_per_rank = options_long(PROGRAM, argv[i], options_value(PROGRAM, argc, argv, &i), 1, 100000000);
+            o->batch_per_rank = options_long(PROGRAM, "--batch-per-rank", options_value(PROGRAM, argc, argv, &i), 1, 100000000);
             continue;
         }
         if (!strcmp(argv[i], "--dump-params")) { o->dump_params = options_value(PROGRAM, argc, argv, &i); continue; }
@@ -356,6 +356,10 @@ int main(int argc, char **argv) {
     train_options *o = &mo.common;
     sync_mode = mo.sync;
     char err[IDX_ERR_LEN] = "", variant[64];
+
+    /* outputs (rank 0 writes them): checked before the work, not after it */
+    agree_or_die(rank == 0 && (results_check_output(o->csv, "--csv", err, sizeof err) ||
+                               results_check_output(mo.dump_params, "--dump-params", err, sizeof err)), err, 2);
 
     /* data: every rank checks the files; the sizes decide the same errors on every rank */
     sharded_data data;

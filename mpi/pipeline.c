@@ -103,7 +103,7 @@ static void parse_options(pipeline_options *o, int argc, char **argv) {
             exit(0);
         }
         if (!strcmp(argv[i], "--microbatches")) {
-            o->microbatches = (int)options_long(PROGRAM, argv[i], options_value(PROGRAM, argc, argv, &i), 1, 1000000);
+            o->microbatches = (int)options_long(PROGRAM, "--microbatches", options_value(PROGRAM, argc, argv, &i), 1, 1000000);
             continue;
         }
         if (!strcmp(argv[i], "--split")) { parse_split(o, options_value(PROGRAM, argc, argv, &i)); continue; }
@@ -399,6 +399,9 @@ int main(int argc, char **argv) {
     train_options *o = &po.common;
     char err[IDX_ERR_LEN] = "";
 
+    /* outputs (rank 0 writes them): checked before the work, not after it */
+    agree_or_die(rank == 0 && (results_check_output(o->csv, "--csv", err, sizeof err)), err, 2);
+
     /* data sizes and the flags that depend on them (the same on every rank) */
     long train_avail = 0, test_avail = 0;
     int bad = dataset_count(o->data_dir, "train", &train_avail, err, sizeof err) ||
@@ -433,9 +436,19 @@ int main(int argc, char **argv) {
     int loads = rank == 0 || rank == nranks - 1;   /* stage 0: images; last stage: labels */
     if (loads) {
         bad = dataset_load(o->data_dir, "train", 0, train_n, o->image_size, &train, err, sizeof err) ||
-              dataset_load(o->data_dir, "t10k", 0, test_n, o->image_size, &test, err, sizeof err);
+              dataset_load(o->data_dir, "t10k", 0, test_n, o->image_size, &test, err, sizeof err) ||
+              dataset_check_pair(o->data_dir, &train, &test, err, sizeof err);
         if (!bad) { train_side_features[0] = train.features; train_side_features[1] = train.side; }
     }
+    agree_or_die(bad, err, 2);
+    /* stage 0's images and the last stage's labels must come from the same files */
+    unsigned long long seen[3] = { (unsigned long long)train.n, (unsigned long long)train.side, 0xcbf29ce484222325ull };
+    for (long i = 0; loads && i < train.n; i++) seen[2] = (seen[2] ^ train.y[i]) * 0x100000001b3ull;
+    unsigned long long first_stage[3] = { seen[0], seen[1], seen[2] };
+    mpi_check(MPI_Bcast(first_stage, 3, MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD), "MPI_Bcast");
+    bad = rank == nranks - 1 && memcmp(first_stage, seen, sizeof seen) != 0;
+    snprintf(err, sizeof err, "stage 0 and stage %d loaded different training sets from %s/train-images: "
+             "every rank must see the same files", nranks - 1, o->data_dir);
     agree_or_die(bad, err, 2);
     mpi_check(MPI_Bcast(train_side_features, 2, MPI_LONG, 0, MPI_COMM_WORLD), "MPI_Bcast");
     int features = (int)train_side_features[0], side = (int)train_side_features[1];

@@ -809,6 +809,9 @@ int main(int argc, char **argv) {
     int T = oo.threads, accum = oo.accum;
     char err[IDX_ERR_LEN];
 
+    /* outputs: checked before the work, not after it */
+    if (results_check_output(o->csv, "--csv", err, sizeof err)) options_die(PROGRAM, "%s", err);
+
     /* data */
     dataset train, test;
     load_data(PROGRAM, o, &train, &test);

@@ -74,6 +74,11 @@ def results_header():
     return "".join(re.findall(r"\"([^\"]*)\"", m.group(1))).split(",")
 
 
+# a row's per-epoch curves grow with --epochs (a 100,000-epoch run writes a 3.9 MB row):
+# no field limit below what the trainers can write
+csv.field_size_limit(2**31 - 1)
+
+
 class CSVError(Exception):
     """a result CSV that cannot be read or lacks a needed column"""
 

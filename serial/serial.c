@@ -250,6 +250,9 @@ int main(int argc, char **argv) {
 #endif
     char err[IDX_ERR_LEN];
 
+    /* outputs: checked before the work, not after it */
+    if (results_check_output(o->csv, "--csv", err, sizeof err)) options_die(PROGRAM, "%s", err);
+
     /* data */
     dataset train, test;
     load_data(PROGRAM, o, &train, &test);

@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# tests/test_faults.sh — bad inputs and faults, by kind (issue 19), against every trainer
+# that is built. The promise for each: one line on stderr naming the problem, exit
+# status 2, nothing written (no CSV row, no file created), and the check made before the
+# work. Kinds covered here:
+#   1. inconsistent data: a test set whose images have another size than the training
+#      set's; ranks that load different training sets (mpirun's MPMD form gives rank 1
+#      another --data);
+#   3. outputs found bad before the work: a directory, a foreign CSV header, an immutable
+#      file, a missing parent directory, a FIFO, /dev/full, an empty name, a bad
+#      --dump-params path; a torn last CSV line is repaired; a trainer piped into head
+#      still writes its row;
+#   4. messages: a flag's name (not its value) in the message, values out of range
+#      called that, the largest seed accepted, a long --data path keeps the reason.
+set -u
+cd "$(dirname "$0")/.." || exit 1
+. tests/lib.sh
+LIMIT=60
+DATA=data/mnist
+MPI="scripts/mpirun.sh"
+[ -d $DATA ] || { skip "faults" "data/mnist missing (make data)"; exit 0; }
+have_mpi=0; command -v mpirun >/dev/null && have_mpi=1
+
+# ---- small IDX data sets written here: 28x28 training images, 56x56 test images
+mkdir -p "$TMP/mixed" "$TMP/other"
+python3 - "$TMP/mixed" "$TMP/other" <<'EOF' || { fail "faults: writing IDX files" "python3 failed"; finish; }
+import struct, sys, random
+def write(path, n, side, seed):
+    r = random.Random(seed)
+    with open(path + "-images-idx3-ubyte", "wb") as f:
+        f.write(struct.pack(">IIII", 0x803, n, side, side))
+        f.write(bytes(r.randrange(256) for _ in range(n * side * side)))
+    with open(path + "-labels-idx1-ubyte", "wb") as f:
+        f.write(struct.pack(">II", 0x801, n))
+        f.write(bytes(r.randrange(10) for _ in range(n)))
+mixed, other = sys.argv[1], sys.argv[2]
+write(mixed + "/train", 200, 28, 1); write(mixed + "/t10k", 50, 56, 2)
+write(other + "/train", 200, 28, 3); write(other + "/t10k", 50, 28, 4)
+EOF
+
+# run_each NAME KEY ARGS...: expect_error for every trainer (MPI ones through mpirun)
+run_each() {
+  local name=$1 key=$2; shift 2
+  [ -x serial/serial ] && expect_error "serial: $name" "$key" serial/serial "$@"
+  [ -x openmp/openmp ] && expect_error "openmp: $name" "$key" openmp/openmp --threads 2 "$@"
+  [ -x cuda/cuda-emu ] && expect_error "cuda-emu: $name" "$key" cuda/cuda-emu "$@"
+  if [ $have_mpi = 1 ]; then
+    [ -x mpi/mpi ] && expect_error "mpi P=2: $name" "$key" --label mpi $MPI 2 mpi/mpi "$@"
+    [ -x mpi/pipeline ] && expect_error "pipeline P=2: $name" "$key" --label pipeline $MPI 2 mpi/pipeline "$@"
+    [ -x hybrid/hybrid ] && expect_error "hybrid 2x1: $name" "$key" --label hybrid $MPI --bind-to-none 2 hybrid/hybrid "$@"
+    [ -x cnn/cnn ] && expect_error "cnn 2x1: $name" "$key" --label cnn $MPI --bind-to-none 2 cnn/cnn "$@"
+  fi
+}
+
+# ---- 1. inconsistent data
+run_each "test images 56x56, training images 28x28: both sets named" "t10k-images holds 56x56 .*train-images 28x28" \
+  --data "$TMP/mixed" --epochs 1
+if [ $have_mpi = 1 ] && [ -x mpi/mpi ]; then
+  for prog in mpi/mpi hybrid/hybrid cnn/cnn; do
+    [ -x $prog ] || continue
+    label=${prog#*/}
+    expect_error "$label: rank 1 loads another training set (same size, other pixels)" "different training sets" \
+      --label "$label" $MPI 1 $prog --data "$TMP/other" --epochs 1 --csv "$TMP/err.csv" : -np 1 $prog --data "$TMP/mixed" \
+      --test 10 --image-size 28 --epochs 1 --csv "$TMP/err.csv"
+    expect_error "$label: rank 1 loads fewer training samples" "different training sets" \
+      --label "$label" $MPI 1 $prog --data "$TMP/other" --epochs 1 --csv "$TMP/err.csv" : -np 1 $prog --data "$TMP/other" \
+      --train 150 --epochs 1 --csv "$TMP/err.csv"
+  done
+fi
+
+# ---- 3. outputs, checked before the work
+mkdir -p "$TMP/adir"
+printf 'a,b,c\n1,2,3\n' >"$TMP/foreign.csv"
+cp "$TMP/foreign.csv" "$TMP/foreign.before"
+expect_error "serial: --csv a directory" "is a directory" serial/serial --data $DATA --csv "$TMP/adir"
+expect_error "serial: --csv with a foreign header (the file is left alone)" "header" serial/serial --data $DATA --csv "$TMP/foreign.csv"
+check "serial: the foreign CSV is unchanged" "it changed" cmp -s "$TMP/foreign.csv" "$TMP/foreign.before"
+expect_error "serial: --csv in a missing directory two levels down" "does not exist" serial/serial --data $DATA --csv "$TMP/no/such/x.csv"
+expect_error "serial: --csv /dev/full (not a regular file)" "not a regular file" serial/serial --data $DATA --csv /dev/full
+mkfifo "$TMP/fifo"
+expect_error "serial: --csv a FIFO (refused, not blocked on)" "not a regular file" serial/serial --data $DATA --csv "$TMP/fifo"
+expect_error "serial: --csv \"\"" "empty file name" serial/serial --data $DATA --csv ""
+touch "$TMP/immutable.csv"
+if chattr +i "$TMP/immutable.csv" 2>/dev/null; then
+  expect_error "serial: --csv an immutable file" "cannot be written" serial/serial --data $DATA --csv "$TMP/immutable.csv"
+  chattr -i "$TMP/immutable.csv"
+else
+  skip "serial: --csv an immutable file" "chattr +i is not possible here (needs root and a file system with attributes)"
+fi
+for prog in mpi/mpi hybrid/hybrid; do
+  [ $have_mpi = 1 ] && [ -x $prog ] || continue
+  label=${prog#*/}
+  expect_error "$label: --dump-params into a missing directory, before the work" "--dump-params" --label "$label" \
+    $MPI --bind-to-none 2 $prog --data $DATA --epochs 1 --dump-params "$TMP/no/such/params"
+  expect_error "$label: --csv a directory, before the work" "is a directory" --label "$label" \
+    $MPI --bind-to-none 2 $prog --data $DATA --epochs 1 --csv "$TMP/adir"
+done
+for prog in openmp/openmp cuda/cuda-emu; do
+  [ -x $prog ] && expect_error "${prog#*/}: --csv with a foreign header" "header" $prog --data $DATA --csv "$TMP/foreign.csv"
+done
+
+# a torn last line: the next row starts on a new line, with a note
+TINY=(--data $DATA --train 200 --test 50 --epochs 1 --quiet)
+serial/serial "${TINY[@]}" --csv "$TMP/torn.csv" >/dev/null 2>&1
+printf 'fragment-of-a-row,1,2' >>"$TMP/torn.csv"
+serial/serial "${TINY[@]}" --csv "$TMP/torn.csv" >/dev/null 2>"$TMP/torn.err"; rc=$?
+check "a torn last CSV line: exit 0, a note, the new row on its own line" \
+  "exit $rc, $(head -c 200 "$TMP/torn.err"); last lines: $(tail -n 2 "$TMP/torn.csv" | cut -c1-60 | tr '\n' '|')" \
+  eval '[ $rc -eq 0 ] && grep -q "torn" "$TMP/torn.err" && [ "$(tail -n 1 "$TMP/torn.csv" | cut -d, -f2)" = serial ] &&
+        [ "$(tail -n 2 "$TMP/torn.csv" | head -n 1)" = "fragment-of-a-row,1,2" ]'
+
+# piped into head: stdout closes early, the row is still written
+rm -f "$TMP/pipe.csv"
+serial/serial --data $DATA --train 500 --test 50 --epochs 3 --csv "$TMP/pipe.csv" 2>/dev/null | head -n 1 >/dev/null
+check "serial piped into head -n 1: the run goes on and writes its row" "$(csv_rows "$TMP/pipe.csv") rows" \
+  [ "$(csv_rows "$TMP/pipe.csv")" = 1 ]
+
+# ---- 4. messages that name the problem
+if [ $have_mpi = 1 ]; then
+  [ -x mpi/mpi ] && expect_error "mpi: --batch-per-rank 0 names the flag" "^mpi: --batch-per-rank: 0 is out of range" \
+    --label mpi $MPI 2 mpi/mpi --data $DATA --batch-per-rank 0
+  [ -x mpi/pipeline ] && expect_error "pipeline: --microbatches 0 names the flag" "^pipeline: --microbatches: 0 is out of range" \
+    --label pipeline $MPI 2 mpi/pipeline --data $DATA --microbatches 0
+fi
+expect_error "--lr 1e-320 (a denormal) is out of range, not 'not a number'" "--lr: 1e-320 is out of range" \
+  serial/serial --data $DATA --lr 1e-320
+expect_error "--epochs 99999999999999999999 is out of range, not 'not an integer'" "--epochs: .* is out of range" \
+  serial/serial --data $DATA --epochs 99999999999999999999
+expect_error "--seed -1 rejected" "--seed" serial/serial --data $DATA --seed -1
+expect_error "--seed 18446744073709551616 (2^64) is out of range" "--seed: .* out of range" \
+  serial/serial --data $DATA --seed 18446744073709551616
+serial/serial "${TINY[@]}" --seed 18446744073709551615 --csv "$TMP/seed.csv" >/dev/null 2>"$TMP/seed.err"; rc=$?
+check "--seed 18446744073709551615 (2^64 - 1) is accepted and recorded" "exit $rc: $(head -c 200 "$TMP/seed.err")" \
+  eval '[ $rc -eq 0 ] && [ "$(csv_col "$TMP/seed.csv" seed)" = 18446744073709551615 ]'
+long=$TMP/$(printf 'd%.0s' $(seq 1 200))/$(printf 'e%.0s' $(seq 1 200))/$(printf 'f%.0s' $(seq 1 200))/$(printf 'g%.0s' $(seq 1 200))/$(printf 'h%.0s' $(seq 1 200))
+mkdir -p "$long"
+expect_error "a 1,000-character --data path: the message keeps the reason" "not found" serial/serial --data "$long"
+finish
