@@ -927,6 +927,17 @@ static long evaluate(cnn *m, thread_stats *st, int T, const dataset *d, unsigned
 // ----------------------------------------------------------------------------
 // main
 
+/* what the model and its per-thread buffers take on a rank, for the memory check before
+ * loading: the dense layer's weights, transposed copy and T + 1 gradients, and the
+ * pooled activations of a rank's rows (F x P x P per sample) */
+static int team_size = 1, filter_count = 8;
+static double model_bytes(const train_options *o, int features) {
+    int pooled_side = ((int)sqrt((double)features) - 2) / 2;
+    double pooled = (double)filter_count * pooled_side * pooled_side;
+    long rows = (o->batch + nranks - 1) / nranks;
+    return sizeof(float) * (pooled * CLASSES * (team_size + 3) + 3.0 * (rows > 512 ? rows : 512) * pooled);
+}
+
 #ifndef TESTING
 int main(int argc, char **argv) {
     /* FUNNELED: OpenMP threads run, but only the master thread (this one) calls MPI */
@@ -957,7 +968,9 @@ int main(int argc, char **argv) {
 
     /* data: every rank checks the files; the sizes decide the same errors on every rank */
     sharded_data data;
-    load_sharded_data(o, co.batch_per_rank, &data);
+    team_size = T;
+    filter_count = co.filters;
+    load_sharded_data(o, co.batch_per_rank, model_bytes, &data);
     dataset train = data.train, test = data.test;
     long train_n = data.train_n, test_n = data.test_n, test_count = data.test_count;
     if (train.side < 4)

@@ -226,6 +226,14 @@ int dataset_count(const char *dir, const char *prefix, long *count, char *err, s
     return 0;
 }
 
+int dataset_side(const char *dir, const char *prefix, int *side, char *err, size_t errlen) {
+    idx_file img, lab;
+    if (open_pair(dir, prefix, &img, &lab, 1, err, errlen)) return -1;
+    *side = img.rows == img.cols ? (int)img.rows : 0;
+    idx_close(&img); idx_close(&lab);
+    return 0;
+}
+
 /* Bilinear, align-corners = false: source coordinate (d + 0.5) * in / out - 0.5,
  * clamped to the image, as torch.nn.functional.interpolate(mode="bilinear"). */
 void idx_resample(const float *src, int in_side, float *dst, int out_side) {
@@ -340,8 +348,8 @@ void dataset_free(dataset *d) {
     memset(d, 0, sizeof *d);
 }
 
-int dataset_check_pair(const char *dir, const dataset *train, const dataset *test, char *err, size_t errlen) {
-    if (!test || test->n == 0 || test->side == train->side) return 0;
+int dataset_check_sides(const char *dir, int train_side, int test_side, char *err, size_t errlen) {
+    if (test_side == train_side) return 0;
     return fail(err, errlen, "%s/t10k-images holds %dx%d images but %s/train-images %dx%d: one size for both "
-                "(or --image-size S to resample both)", dir, test->side, test->side, dir, train->side, train->side);
+                "(or --image-size S to resample both)", dir, test_side, test_side, dir, train_side, train_side);
 }

@@ -43,6 +43,10 @@ typedef struct {
 int dataset_count(const char *dir, const char *prefix, long *count,
                   char *err, size_t errlen);
 
+/* The image side of "<dir>/<prefix>-images..." from its header (square images only;
+ * a non-square file gives 0: it must be resampled). Reads headers only. */
+int dataset_side(const char *dir, const char *prefix, int *side, char *err, size_t errlen);
+
 /* Loads samples [first, first + count) (count < 0: to the end of the file),
  * resampled to side x side (side <= 0: the file's own size, which must then be
  * square). The whole file is still validated (size, labels). */
@@ -52,8 +56,9 @@ int dataset_load(const char *dir, const char *prefix, long first, long count,
 void dataset_free(dataset *d);
 
 /* The training and test sets of one run must have one image size (each trainer's input
- * layer has one width): 0, or -1 with one line in err naming both sets. */
-int dataset_check_pair(const char *dir, const dataset *train, const dataset *test, char *err, size_t errlen);
+ * layer has one width): 0, or -1 with one line in err naming both sets. The sides are
+ * the files' own (dataset_side) or the loaded sets'. */
+int dataset_check_sides(const char *dir, int train_side, int test_side, char *err, size_t errlen);
 
 /* Bilinear resample of one in_side x in_side image to out_side x out_side. */
 void idx_resample(const float *src, int in_side, float *dst, int out_side);

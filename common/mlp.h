@@ -15,6 +15,7 @@
 
 #include "idx.h"
 #include "options.h"
+#include "memcheck.h"
 
 #ifdef __cplusplus
 #define restrict __restrict__
@@ -98,26 +99,57 @@ static inline double dense_flops_per_sample(const int *size, int L) {
     return f;
 }
 
-/* The data of a one-process run: the first --train and --test samples of the files,
- * resampled to --image-size; resolves --batch full. A problem with the files or a flag
- * that does not fit them: one line "prog: ..." on stderr, exit 2. */
-static inline void load_data(const char *prog, train_options *o, dataset *train, dataset *test) {
+/* What a dense net of o's layers takes for `features` inputs and `rows` rows of
+ * activations, with `grads` gradient buffers the size of the parameters besides them:
+ * parameters, W^T of the widest layer, activations and deltas, the update's K-block
+ * scratch (rows over KC), gradients. For the memory check before loading. */
+static inline double dense_model_bytes(const train_options *o, int features, long rows, int grads) {
+    double params = 0, widest = 0, width_sum = features + IDX_CLASSES;
+    int prev = features;
+    for (int l = 0; l <= o->n_hidden; l++) {
+        int out = l < o->n_hidden ? o->hidden[l] : IDX_CLASSES;
+        double w = (double)prev * out;
+        params += PAD16((long)w) + PAD16(out);
+        if (w > widest) widest = w;
+        if (l < o->n_hidden) width_sum += out;
+        prev = out;
+    }
+    return sizeof(float) * (params * (1 + grads) + widest * (rows > 512 ? 2 : 1) + 2.0 * rows * width_sum);
+}
+
+/* The sizes of a run's data, from the files' headers: counts and the image side, with
+ * --train, --test, --batch full and --image-size applied and checked. A problem: one
+ * line "prog: ..." on stderr, exit 2. */
+typedef struct { long train_n, test_n; int side; } data_plan;
+static inline void plan_data(const char *prog, train_options *o, data_plan *p) {
     char err[IDX_ERR_LEN];
     long train_avail, test_avail;
+    int train_side = 0, test_side = 0;
     if (dataset_count(o->data_dir, "train", &train_avail, err, sizeof err) ||
-        dataset_count(o->data_dir, "t10k", &test_avail, err, sizeof err)) {
+        dataset_count(o->data_dir, "t10k", &test_avail, err, sizeof err) ||
+        dataset_side(o->data_dir, "train", &train_side, err, sizeof err) ||
+        dataset_side(o->data_dir, "t10k", &test_side, err, sizeof err) ||
+        (!o->image_size && dataset_check_sides(o->data_dir, train_side, test_side, err, sizeof err))) {
         fprintf(stderr, "%s: %s\n", prog, err);
         exit(2);
     }
     if (o->train_n > train_avail) options_die(prog, "--train %ld: %s holds only %ld training samples", o->train_n, o->data_dir, train_avail);
     if (o->test_n > test_avail) options_die(prog, "--test %ld: %s holds only %ld test samples", o->test_n, o->data_dir, test_avail);
-    long train_n = o->train_n ? o->train_n : train_avail;
-    long test_n = o->test_n ? o->test_n : test_avail;
-    if (o->batch_full) o->batch = train_n;
-    if (o->batch > train_n) options_die(prog, "--batch %ld is larger than the %ld training samples", o->batch, train_n);
-    if (dataset_load(o->data_dir, "train", 0, train_n, o->image_size, train, err, sizeof err) ||
-        dataset_load(o->data_dir, "t10k", 0, test_n, o->image_size, test, err, sizeof err) ||
-        dataset_check_pair(o->data_dir, train, test, err, sizeof err)) {
+    p->train_n = o->train_n ? o->train_n : train_avail;
+    p->test_n = o->test_n ? o->test_n : test_avail;
+    p->side = o->image_size ? o->image_size : train_side;
+    if (o->batch_full) o->batch = p->train_n;
+    if (o->batch > p->train_n) options_die(prog, "--batch %ld is larger than the %ld training samples", o->batch, p->train_n);
+}
+
+/* The data of a one-process run, after plan_data() and the memory check: the first
+ * --train and --test samples of the files, resampled to --image-size. A problem with
+ * the files: one line "prog: ..." on stderr, exit 2. */
+static inline void load_data(const char *prog, train_options *o, const data_plan *p, dataset *train, dataset *test) {
+    char err[IDX_ERR_LEN];
+    if (dataset_load(o->data_dir, "train", 0, p->train_n, o->image_size, train, err, sizeof err) ||
+        dataset_load(o->data_dir, "t10k", 0, p->test_n, o->image_size, test, err, sizeof err) ||
+        dataset_check_sides(o->data_dir, train->side, test->side, err, sizeof err)) {
         fprintf(stderr, "%s: %s\n", prog, err);
         exit(2);
     }

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "idx.h"
+#include "memcheck.h"
 
 static int rank = 0, nranks = 1;   /* this process in MPI_COMM_WORLD */
 
@@ -89,7 +90,9 @@ typedef struct {
     long train_n, test_n;          /* samples used (--train, --test or the files') */
     long test_lo, test_count;      /* this rank's test shard */
 } sharded_data;
-static void __attribute__((unused)) load_sharded_data(train_options *o, long batch_per_rank, sharded_data *d) {
+static void __attribute__((unused)) load_sharded_data(train_options *o, long batch_per_rank,
+                                                      double (*model_bytes)(const train_options *o, int features),
+                                                      sharded_data *d) {
     char err[IDX_ERR_LEN] = "";
     memset(d, 0, sizeof *d);
     long train_avail = 0, test_avail = 0;
@@ -113,10 +116,23 @@ static void __attribute__((unused)) load_sharded_data(train_options *o, long bat
     if (o->batch < nranks)
         die_all("--batch %ld is smaller than the %d ranks: every rank needs at least one row of each mini-batch", o->batch, nranks);
     shard(d->test_n, rank, nranks, &d->test_lo, &d->test_count);
+    /* the files' image sides, and whether the ranks of this node fit in its memory */
+    int train_side = 0, test_side = 0;
+    bad = dataset_side(o->data_dir, "train", &train_side, err, sizeof err) ||
+          dataset_side(o->data_dir, "t10k", &test_side, err, sizeof err) ||
+          (!o->image_size && dataset_check_sides(o->data_dir, train_side, test_side, err, sizeof err));
+    agree_or_die(bad, err, 2);
+    int side = o->image_size ? o->image_size : train_side, local = 1;
+    MPI_Comm node;
+    mpi_check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node), "MPI_Comm_split_type");
+    mpi_check(MPI_Comm_size(node, &local), "MPI_Comm_size");
+    mpi_check(MPI_Comm_free(&node), "MPI_Comm_free");
+    double need = mem_dataset_bytes(train_n + d->test_count, side) + (model_bytes ? model_bytes(o, side * side) : 0);
+    bad = mem_short(need, local, "data, model and buffers", err, sizeof err);
+    agree_or_die(bad, err, 2);
     bad = dataset_load(o->data_dir, "train", 0, train_n, o->image_size, &d->train, err, sizeof err);
     if (!bad && d->test_count > 0)
         bad = dataset_load(o->data_dir, "t10k", d->test_lo, d->test_count, o->image_size, &d->test, err, sizeof err);
-    if (!bad) bad = dataset_check_pair(o->data_dir, &d->train, &d->test, err, sizeof err);
     agree_or_die(bad, err, 2);
     /* every rank must have loaded the same training set (the same files on every node):
      * its size, image side and bytes, compared over the ranks */

@@ -461,6 +461,14 @@ static int provided_level(int provided) {
     die_all("PARTRAIN_FAKE_PROVIDED=%s: not a thread level (single, funneled, serialized, multiple)", fake);
 }
 
+/* what the model and its per-thread buffers take on a rank, for the memory check before
+ * loading (team_size: the threads per rank) */
+static int team_size = 1;
+static double model_bytes(const train_options *o, int features) {
+    long rows = (o->batch + nranks - 1) / nranks;
+    return dense_model_bytes(o, features, rows > EVAL_BATCH ? rows : EVAL_BATCH, team_size + 1);
+}
+
 #ifndef TESTING
 int main(int argc, char **argv) {
     int provided = MPI_THREAD_SINGLE;
@@ -491,7 +499,8 @@ int main(int argc, char **argv) {
 
     /* data: every rank checks the files; the sizes decide the same errors on every rank */
     sharded_data data;
-    load_sharded_data(o, 0, &data);
+    team_size = T;
+    load_sharded_data(o, 0, model_bytes, &data);
     dataset train = data.train, test = data.test;
     long train_n = data.train_n, test_n = data.test_n, test_count = data.test_count;
 

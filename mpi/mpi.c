@@ -344,6 +344,12 @@ static int dump_params(const mlp *m, const char *path, char *err, size_t errlen)
 // ----------------------------------------------------------------------------
 // main
 
+/* what the model and its buffers take on a rank, for the memory check before loading */
+static double model_bytes(const train_options *o, int features) {
+    long rows = (o->batch + nranks - 1) / nranks;
+    return dense_model_bytes(o, features, rows > EVAL_BATCH ? rows : EVAL_BATCH, 1);
+}
+
 #ifndef TESTING
 int main(int argc, char **argv) {
     if (MPI_Init(&argc, &argv) != MPI_SUCCESS) { fprintf(stderr, PROGRAM ": MPI_Init failed\n"); return 1; }
@@ -363,7 +369,7 @@ int main(int argc, char **argv) {
 
     /* data: every rank checks the files; the sizes decide the same errors on every rank */
     sharded_data data;
-    load_sharded_data(o, mo.batch_per_rank, &data);
+    load_sharded_data(o, mo.batch_per_rank, model_bytes, &data);
     dataset train = data.train, test = data.test;
     long train_n = data.train_n, test_n = data.test_n, test_count = data.test_count;
 

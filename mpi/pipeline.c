@@ -437,7 +437,7 @@ int main(int argc, char **argv) {
     if (loads) {
         bad = dataset_load(o->data_dir, "train", 0, train_n, o->image_size, &train, err, sizeof err) ||
               dataset_load(o->data_dir, "t10k", 0, test_n, o->image_size, &test, err, sizeof err) ||
-              dataset_check_pair(o->data_dir, &train, &test, err, sizeof err);
+              dataset_check_sides(o->data_dir, train.side, test.side, err, sizeof err);
         if (!bad) { train_side_features[0] = train.features; train_side_features[1] = train.side; }
     }
     agree_or_die(bad, err, 2);

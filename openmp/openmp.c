@@ -814,7 +814,15 @@ int main(int argc, char **argv) {
 
     /* data */
     dataset train, test;
-    load_data(PROGRAM, o, &train, &test);
+    data_plan plan;
+    plan_data(PROGRAM, o, &plan);
+    long rows = o->batch > EVAL_BATCH ? o->batch : EVAL_BATCH;
+    char msg[256];   /* at most a gradient per thread and one more (critical's global one) */
+    if (mem_short(mem_dataset_bytes(plan.train_n + plan.test_n, plan.side) +
+                  dense_model_bytes(o, plan.side * plan.side, rows, T + 1), 1, "data, model and per-thread buffers",
+                  msg, sizeof msg))
+        { fprintf(stderr, PROGRAM ": %s\n", msg); return 2; }
+    load_data(PROGRAM, o, &plan, &train, &test);
     long train_n = train.n, test_n = test.n;
 
     /* threads: exactly T, never fewer (a team smaller than asked would mis-split the work) */

@@ -6,6 +6,7 @@
 #   1. inconsistent data: a test set whose images have another size than the training
 #      set's; ranks that load different training sets (mpirun's MPMD form gives rank 1
 #      another --data);
+#   2. memory: what a run will allocate is estimated first and refused with the figures;
 #   3. outputs found bad before the work: a directory, a foreign CSV header, an immutable
 #      file, a missing parent directory, a FIFO, /dev/full, an empty name, a bad
 #      --dump-params path; a torn last CSV line is repaired; a trainer piped into head
@@ -66,6 +67,28 @@ if [ $have_mpi = 1 ] && [ -x mpi/mpi ]; then
       --label "$label" $MPI 1 $prog --data "$TMP/other" --epochs 1 --csv "$TMP/err.csv" : -np 1 $prog --data "$TMP/other" \
       --train 150 --epochs 1 --csv "$TMP/err.csv"
   done
+fi
+
+# ---- 2. memory, estimated before allocating (PARTRAIN_MEM_AVAILABLE fakes the figure;
+# the real one is the smaller of MemAvailable and the cgroup's room)
+# (pipeline and cuda do not estimate yet: their loading is their own)
+export PARTRAIN_MEM_AVAILABLE=10M
+key="not enough memory: .*need.* MiB.* 10.0 MiB available"
+expect_error "serial: data and model over 10 MiB refused with both figures" "$key" serial/serial --data $DATA
+[ -x openmp/openmp ] && expect_error "openmp: data and model over 10 MiB refused" "$key" openmp/openmp --data $DATA --threads 2
+if [ $have_mpi = 1 ]; then
+  for prog in mpi/mpi hybrid/hybrid cnn/cnn; do
+    [ -x $prog ] && expect_error "${prog#*/} P=2: the node's ranks together over 10 MiB refused" \
+      "not enough memory: 2 processes on this node need" --label "${prog#*/}" $MPI --bind-to-none 2 $prog --data $DATA
+  done
+fi
+unset PARTRAIN_MEM_AVAILABLE
+avail_kb=$(awk '/MemAvailable/ { print $2 }' /proc/meminfo)
+if [ "${avail_kb:-0}" -lt 130000000 ]; then
+  expect_error "serial: --hidden 65536 x 8 layers (130 GiB) refused, not OOM-killed" "not enough memory: needs 130" \
+    serial/serial --data $DATA --hidden 65536,65536,65536,65536,65536,65536,65536,65536
+else
+  skip "serial: --hidden 65536 x 8 layers refused" "this machine has over 130 GB available"
 fi
 
 # ---- 3. outputs, checked before the work
