@@ -341,7 +341,7 @@ do_setup() {
     echo "[setup] PyTorch: not importable by $PY: the PyTorch steps are skipped (--with-torch installs it)"
   fi
 }
-[ $list_steps = 1 ] || do_setup
+[ $list_steps = 1 ] || do_setup 7>&-   # its children (make, apt-get) do not hold the results lock
 
 # ---------------------------------------------------------------- steps
 # add_step ID FUNCTION DESCRIPTION OUTPUTS: OUTPUTS (space-separated, relative to DIR)

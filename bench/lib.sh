@@ -34,6 +34,7 @@ case $0 in
   bench/*|*/bench/*)
     if [[ $- == *e* ]]; then
       set -E
+      # shellcheck disable=SC2154  # bench_err_rc: set by the trap itself
       trap 'bench_err_rc=$?; [ "$BASHPID" != "$$" ] || echo "$BENCH_NAME: line $LINENO: $BASH_COMMAND failed (exit $bench_err_rc)" >&2' ERR
     fi ;;
 esac

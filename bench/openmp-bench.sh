@@ -58,7 +58,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 . bench/lib.sh
 
 epochs=4 runs=3 batches=64,512 threads=1,2 csv=results/bench-openmp.csv data=data/fashion train=0 torch=1
-tries=3 max_other=0.05 report_only=0 since= idle_wait=30
+tries=3 max_other=0.05 report_only=0 since='' idle_wait=30
 while [ $# -gt 0 ]; do
   case "$1" in
     --epochs)  need_value "$@"; epochs=$2; shift 2 ;;

@@ -32,22 +32,19 @@ FAKE=("$RA" --smoke --no-setup --only fake --results)   # + DIR: a fake run (in 
 # background as "${FAKE[@]}" DIR &, so that $! is run_all.sh itself, not a subshell)
 step_pgid() { sed -n 's/^pgid //p' "$1/logs/fake-rows.log" 2>/dev/null | tail -n 1; }
 wait_row() {   # DIR: until the fake step has written a row into its staging file (5 s)
-  local i
-  for i in $(seq 1 50); do
+  for _ in $(seq 1 50); do
     [ "$(cat "$1"/.partial/fake-rows/fake.csv 2>/dev/null | wc -l)" -ge 3 ] && return 0
     sleep 0.1
   done
   return 1
 }
 group_gone() {   # PGID: no process left in the group within 5 s
-  local i
   [ -n "$1" ] || return 1
-  for i in $(seq 1 25); do pgrep -g "$1" >/dev/null || return 0; sleep 0.2; done
+  for _ in $(seq 1 25); do pgrep -g "$1" >/dev/null || return 0; sleep 0.2; done
   return 1
 }
 lock_free() {   # DIR: until run_all's lock is free (the watcher lets it go last), 6 s
-  local i
-  for i in $(seq 1 30); do flock -n "$1/.lock" true && return 0; sleep 0.2; done
+  for _ in $(seq 1 30); do flock -n "$1/.lock" true && return 0; sleep 0.2; done
   return 1
 }
 
@@ -138,6 +135,7 @@ rows = list(csv.DictReader(open(sys.argv[1])))
 print(len(rows), sum(r.get("disturbed") == "1" for r in rows), sum(float(r.get("other_load_cores") or 0) > 0.05 for r in rows))
 PY
 )
+  # shellcheck disable=SC2034  # d, o: read in the check below
   read -r n d o <<<"$marked"
   check "bench/openmp-bench.sh on a busy machine: every run measured, its row marked disturbed" \
     "rows, disturbed, other load > 0.05: $marked" eval '[ "${n:-0}" -ge 5 ] && [ "$d" = "$n" ] && [ "$o" = "$n" ]'
