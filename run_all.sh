@@ -78,21 +78,27 @@
 # Resume: a step that finished writes DIR/.done/STEP (its mode and description, the date);
 # a rerun with the same mode and DIR skips it ("done earlier, skipped; --fresh to redo").
 # Before a step runs, the outputs it owns are deleted, so a step that was interrupted or
-# failed is redone from scratch: no duplicate or partial rows. Ctrl-C (SIGINT) or SIGTERM
-# stops the running step's whole process group and exits with status 130 ("interrupted
-# at step k; rerun to continue"). The plots and report steps run again whenever another
-# step ran.
+# failed is redone from scratch: no duplicate or partial rows. A step writes its outputs
+# into DIR/.partial/STEP; they are renamed into DIR when the step function returns, so an
+# interrupted or killed step leaves nothing half-written in DIR. Ctrl-C (SIGINT), SIGTERM,
+# SIGHUP or SIGQUIT stops the running step's whole process group and exits with status
+# 130 (143, 129, 131) ("interrupted at step k; rerun to continue"); every other way out,
+# SIGKILL of run_all.sh included, ends the step's process group too. One run_all.sh at a
+# time per DIR (a lock on DIR/.lock): a second one exits 2 at once ("DIR is in use by
+# another run_all.sh (pid N)"), as does a DIR that cannot be created or written. The
+# plots and report steps run again whenever another step ran.
 # Skipped and failed: DIR/skipped.txt, one "STEP<TAB>reason" line per step (or part of
 # one) that was skipped or failed — missing tool, data, toolchain, GPU or PyTorch. Each
 # step's full output: DIR/logs/STEP.log.
 # Exit status: 0 when every step that ran succeeded or was skipped, 1 when one failed,
-# 2 on a usage error, 130 when interrupted.
+# 2 on a usage error (or an unusable or busy DIR), 130 (129, 131, 143) when interrupted.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")" || exit 2
 
 . bench/lib.sh                    # PARTRAIN_PYTHON (the one place it is chosen), LOCK, variant_table
 PY=$PARTRAIN_PYTHON
 ALL_GROUPS=(serial openmp mpi hybrid cuda cnn imagesize)
+[ -z "${PARTRAIN_TEST_FAKE_STEP:-}" ] || ALL_GROUPS+=(fake)   # a test hook (steps_fake)
 mode=full only="" results="" fresh=0 with_torch=0 setup=1 list_steps=0
 
 usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d; /^# shellcheck/d; s/^# \{0,1\}//'; }
@@ -126,10 +132,28 @@ else
 fi
 wants() { [[ " ${selected[*]} " == *" $1 "* ]]; }
 
-donedir=$results/.done skipdir=$results/.skip logdir=$results/logs
+RESULTS=$results   # the results directory (a step itself sees $results: its staging directory)
+donedir=$results/.done skipdir=$results/.skip logdir=$results/logs partdir=$results/.partial
+lockfile=$results/.lock
+# ---------------------------------------------------------------- the results lock
+# One run_all.sh per results directory: fd 7 holds an exclusive flock on DIR/.lock for
+# run_all's whole life (its pid written there); a second run_all.sh on the same DIR exits
+# 2 at once, writing nothing. Only run_all's own process holds fd 7 (the steps and the
+# watcher close it), so the lock goes when run_all goes, however it ends (SIGKILL too).
 if [ $list_steps = 0 ]; then
+  if ! err=$(mkdir -p -- "$results" 2>&1); then
+    die "cannot create the results directory $results: ${err##*: }"
+  fi
+  { exec 7>>"$lockfile"; } 2>/dev/null ||
+    die "cannot write in the results directory $results ($(touch "$lockfile" 2>&1 | sed 's/.*: //'))"
+  if command -v flock >/dev/null; then
+    flock -n 7 || die "$results is in use by another run_all.sh (pid $(head -c 20 "$lockfile" 2>/dev/null | tr -cd 0-9))"
+  fi
+  echo $$ >"$lockfile"
   [ $fresh = 0 ] || rm -rf "$donedir" "$skipdir"
-  mkdir -p "$logdir" "$donedir" "$skipdir" "$plotdir" || die "cannot create $results"
+  rm -rf "$partdir"   # the staging directories of steps that never completed
+  err=$(mkdir -p "$logdir" "$donedir" "$skipdir" "$partdir" "$plotdir" 2>&1) ||
+    die "cannot create the directories of $results: $(head -n 1 <<<"$err")"
 fi
 failed=0 t_all=$SECONDS
 k=0 n=0 cur_pid="" cur_step=setup
@@ -141,9 +165,36 @@ by_mode() { case $mode in full) echo "$1" ;; quick) echo "$2" ;; smoke) echo "$3
 DATA=$(by_mode data/fashion data/fashion data/mnist)
 
 # ---------------------------------------------------------------- interruption
-on_signal() {   # SIG STATUS
-  trap '' INT TERM
-  echo
+# The running step is a background job of its own process group (set -m below): every
+# way out of run_all ends that whole group. A trapped signal (INT, TERM, HUP, QUIT) or an
+# exit on any other path (EXIT trap) stops it here; SIGKILL of run_all cannot be trapped,
+# so a watcher (start_watcher), a separate process outside the step's group, waits for
+# the results lock that only run_all holds: the kernel releases it when run_all's process
+# is gone, and the watcher then stops the step's group (TERM, KILL 3 s later) before it
+# lets the lock go, so no step outlives run_all and a rerun cannot meet a stray step.
+watch_pid=""
+start_watcher() {   # PGID
+  ( trap '' HUP INT TERM QUIT
+    exec 7>&- </dev/null >/dev/null 2>&1
+    if command -v flock >/dev/null && exec 6>>"$lockfile"; then
+      flock 6
+    else   # no flock: poll for run_all's death instead
+      while kill -0 "$RUNALL_PID"; do sleep 1; done
+    fi
+    kill -TERM -- "-$1" || exit 0
+    for _ in 1 2 3 4 5 6 7 8 9 10; do kill -0 -- "-$1" || exit 0; sleep 0.3; done
+    kill -KILL -- "-$1"
+  ) &
+  watch_pid=$!
+}
+stop_watcher() {
+  [ -n "$watch_pid" ] || return 0
+  kill -KILL -- "-$watch_pid" 2>/dev/null || kill -KILL "$watch_pid" 2>/dev/null
+  wait "$watch_pid" 2>/dev/null
+  watch_pid=""
+}
+RUNALL_PID=$$
+stop_step() {   # ends the running step's whole process group (TERM, then KILL after 3 s)
   if [ -n "$cur_pid" ]; then
     exec 3>&2 2>/dev/null     # no "[1]+ Terminated" job notice from bash
     kill -TERM -- "-$cur_pid"
@@ -152,7 +203,15 @@ on_signal() {   # SIG STATUS
     kill -KILL -- "-$cur_pid" 2>/dev/null
     wait "$cur_pid"
     exec 2>&3 3>&-
+    cur_pid=""
   fi
+  stop_watcher
+}
+on_signal() {   # SIG STATUS
+  trap '' INT TERM HUP QUIT
+  echo
+  stop_step
+  rm -rf "$partdir"   # the interrupted step's partial outputs
   [ "$n" -gt 0 ] && assemble_skipped
   if [ "$k" -gt 0 ]; then
     echo "run_all: $1: interrupted at step $k/$n (${step_id[k-1]}); rerun to continue" >&2
@@ -163,6 +222,9 @@ on_signal() {   # SIG STATUS
 }
 trap 'on_signal SIGINT 130' INT
 trap 'on_signal SIGTERM 143' TERM
+trap 'on_signal SIGHUP 129' HUP
+trap 'on_signal SIGQUIT 131' QUIT
+trap 'stop_step' EXIT
 
 # ---------------------------------------------------------------- helpers
 # one pinned core, one thread, OpenBLAS choosing its own kernels
@@ -279,7 +341,7 @@ do_setup() {
     echo "[setup] PyTorch: not importable by $PY: the PyTorch steps are skipped (--with-torch installs it)"
   fi
 }
-[ $list_steps = 1 ] || do_setup
+[ $list_steps = 1 ] || do_setup 7>&-   # its children (make, apt-get) do not hold the results lock
 
 # ---------------------------------------------------------------- steps
 # add_step ID FUNCTION DESCRIPTION OUTPUTS: OUTPUTS (space-separated, relative to DIR)
@@ -488,9 +550,10 @@ cnn_timing() {
   return $ok
 }
 cnn_tables() {
-  [ -s "$results/cnn-accuracy.csv" ] || [ -s "$results/cnn-timing.csv" ] ||
+  # the inputs: the other steps' outputs, in the results directory itself
+  [ -s "$RESULTS/cnn-accuracy.csv" ] || [ -s "$RESULTS/cnn-timing.csv" ] ||
     { skip_note "$cur_step" "no cnn-accuracy.csv or cnn-timing.csv to make the tables from"; return 3; }
-  local acc=$results/cnn-accuracy.csv timing=$results/cnn-timing.csv
+  local acc=$RESULTS/cnn-accuracy.csv timing=$RESULTS/cnn-timing.csv
   [ -s "$acc" ] || acc=/dev/null
   [ -s "$timing" ] || timing=/dev/null
   bench '/^\$ /!p' "$PY" scripts/cnn_tables.py --accuracy "$acc" --timing "$timing" --outdir "$results" --dat "$results/cnn-speedup.dat" || return 1
@@ -532,7 +595,7 @@ cuda_kernels() {
       { skip_note cuda "$CUDA_BIN $flags failed on this GPU: $(grep -v '^\$' "$log" | tail -n 1)"; ok=1; }
   done <<<"$list"
   # a failing kernel is reported in skipped.txt, never fails the run
-  [ $ok = 0 ] || note "some kernels failed (see $results/skipped.txt)"
+  [ $ok = 0 ] || note "some kernels failed (see $RESULTS/skipped.txt)"
   return 0
 }
 cuda_hyperfine() {
@@ -582,6 +645,17 @@ steps_imagesize() {
   add_step imagesize imagesize_sweep "imagesize: seed report 002's duration vs image size, --image-size 28, 57, 112 (784, 3249, 12544 inputs), $(by_mode '10k Fashion-MNIST, 3 epochs' '4k Fashion-MNIST, 2 epochs' '1k MNIST digits, 2 epochs'): serial (1 core), openmp T = 2, mpi P = 2 allreduce -> $results/imagesize.csv" imagesize.csv
 }
 
+# --- fake --- (a test hook, not a group unless PARTRAIN_TEST_FAKE_STEP=SECONDS is set:
+# its step fake-rows appends one row every 0.2 s for SECONDS seconds to fake.csv from a
+# child process and notes its process group in its log; tests/test_runall_faults.sh)
+fake_rows() {
+  echo "pgid $(ps -o pgid= -p $BASHPID | tr -d ' ')" >>"$log"
+  bash -c 'echo id,value; for ((i = 1; i <= $1 * 5; i++)); do echo "$i,x"; sleep 0.2; done' fake "$PARTRAIN_TEST_FAKE_STEP" >>"$results/fake.csv"
+}
+steps_fake() {
+  add_step fake-rows fake_rows "fake: one row every 0.2 s for ${PARTRAIN_TEST_FAKE_STEP:-0} s (a test hook) -> $results/fake.csv" fake.csv
+}
+
 # --- plots and report ---
 plots_step() {
   command -v gnuplot >/dev/null || { skip_note plots "gnuplot missing: no figures (apt-get install gnuplot-nox)"; return 3; }
@@ -605,6 +679,7 @@ report_step() {
 # line says why)
 group_usable() {
   local p=$1 bin
+  [ "$p" != fake ] || return 0
   if [ "$p" = imagesize ]; then
     [ -x serial/serial ] || { group_skip imagesize "serial/serial not built (make all)"; return 1; }
     return 0
@@ -669,10 +744,24 @@ for ((k = 1; k <= n; k++)); do
   rm -f "$skipdir/$id" "$donedir/$id"
   log=$logdir/$id.log; : >"$log"
   cur_step=$id t0=$SECONDS
-  ( set +m; "${step_fn[i]}" ) </dev/null &
+  # a step with outputs writes them into its staging directory DIR/.partial/STEP (the
+  # step function sees it as $results); they are renamed into DIR only when the step
+  # function returns, so an interrupted or killed step leaves no partial rows in DIR
+  stage=$partdir/$id
+  rm -rf "$stage"; mkdir -p "$stage"
+  ( set +m; exec 7>&-
+    [ -z "${step_out[i]}" ] || results=$stage
+    "${step_fn[i]}" ) </dev/null &
   cur_pid=$!
+  start_watcher "$cur_pid"
   wait "$cur_pid"; rc=$?
-  cur_pid="" took=$((SECONDS - t0))
+  cur_pid=""
+  stop_watcher
+  for f in ${step_out[i]}; do
+    [ ! -e "$stage/$f" ] || mv -f "$stage/$f" "$results/$f"
+  done
+  rm -rf "$stage"
+  took=$((SECONDS - t0))
   est_done=$((est_done + $(est_of "$id"))) took_done=$((took_done + took))
   case $rc in
     0) printf '%s\n%s\nfinished in %d s\n' "$(stamp_sig $i)" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$took" >"$donedir/$id"

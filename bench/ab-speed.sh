@@ -16,6 +16,10 @@
 # build or run fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# never silent: a command that ends the script under set -e names itself first
+set -E
+# shellcheck disable=SC2154  # ab_err_rc: set by the trap itself
+trap 'ab_err_rc=$?; [ "$BASHPID" != "$$" ] || echo "ab-speed: line $LINENO: $BASH_COMMAND failed (exit $ab_err_rc)" >&2' ERR
 
 base=HEAD~1 pairs=5 epochs=4 train=20000
 while [ $# -gt 0 ]; do

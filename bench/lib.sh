@@ -13,6 +13,7 @@
 #   variant_table PROG, variant_names PROG, variant_flags PROG NAME, load_variants PROG
 #                     PROG's variants, from `PROG --list-variants` (NAME<TAB>FLAGS<TAB>DESCRIPTION)
 #   cpu_ticks, wait_idle LIMIT WINDOW PCT    the idle check of a shared machine
+#   idle_or_busy LIMIT WINDOW PCT   wait_idle that says once "the machine is busy" (BENCH_BUSY)
 #   bench_run LABEL CMD...   one timed run under the lock, its summary line shown
 #   append_rows NEW CSV       NEW's rows appended to CSV atomically (header once)
 #   utc_now           the time in the CSVs' timestamp format
@@ -26,6 +27,17 @@ PY=$PARTRAIN_PYTHON
 LOCK=/tmp/partrain-bench.lock
 BENCH_NAME=$(basename "$0" .sh)
 
+# A benchmark script (bench/*.sh, under set -e) never ends silently: a command that fails
+# and so ends the script prints "NAME: line L: COMMAND failed (exit S)" first (ERR trap,
+# inherited by functions and subshells with set -E; printed by the script's own shell only).
+case $0 in
+  bench/*|*/bench/*)
+    if [[ $- == *e* ]]; then
+      set -E
+      # shellcheck disable=SC2154  # bench_err_rc: set by the trap itself
+      trap 'bench_err_rc=$?; [ "$BASHPID" != "$$" ] || echo "$BENCH_NAME: line $LINENO: $BASH_COMMAND failed (exit $bench_err_rc)" >&2' ERR
+    fi ;;
+esac
 bench_usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 die() { echo "$BENCH_NAME: $*" >&2; exit 2; }
 need_value() { [ $# -ge 2 ] && [ -n "$2" ] || die "$1 needs a value"; }
@@ -89,6 +101,23 @@ wait_idle() {
     [ $(( 100 * (b1 - b0) )) -le $(( (100 - $3) * (t1 - t0) )) ] && return 0
     BENCH_IDLE=$(( t1 > t0 ? 100 - 100 * (b1 - b0) / (t1 - t0) : 100 ))
   done
+  return 1
+}
+# idle_or_busy LIMIT WINDOW PCT: wait_idle, but never a reason to stop: when the machine
+# does not get idle, the benchmark measures anyway. The first time, one line on stderr
+#   bench: the machine is busy (N% of a core of outside load); measuring anyway, rows marked disturbed
+# and BENCH_BUSY=1; from then on each wait is one WINDOW (the machine may calm down).
+# Status 0 when the machine was idle, 1 when busy (for `if`; never fatal under set -e
+# when used as `idle_or_busy ... || true` or in a condition).
+BENCH_BUSY=0
+idle_or_busy() {
+  local limit=$1
+  [ "$BENCH_BUSY" = 0 ] || limit=$2
+  wait_idle "$limit" "$2" "$3" && return 0
+  if [ "$BENCH_BUSY" = 0 ]; then
+    BENCH_BUSY=1
+    echo "bench: the machine is busy ($(( (100 - BENCH_IDLE) * $(nproc) ))% of a core of outside load); measuring anyway, rows marked disturbed" >&2
+  fi
   return 1
 }
 

@@ -18,9 +18,13 @@
 # single-thread ones (a thread that loses its core stalls every barrier of its team),
 # so each run is checked: the CPU time the machine spent outside the run (/proc/stat
 # minus the run's own CPU time) must stay below --max-other cores on average, else the
-# run is repeated (up to --tries times, after waiting up to 30 s for 2 idle seconds),
-# and a run that never got a quiet machine is kept but flagged "disturbed" in its line.
-# Accepted rows are appended to the CSV; then per batch size a table of the
+# run is repeated (up to --tries times, after waiting up to --idle-wait S (30) seconds for 2
+# idle seconds), and a run that never got a quiet machine is kept but flagged "disturbed"
+# in its line and in its row. A machine that never gets idle does not stop the benchmark:
+# it says so once ("bench: the machine is busy (N% of a core of outside load); measuring
+# anyway, rows marked disturbed") and measures. Accepted rows are appended to the CSV
+# with two columns after the trainers' schema: other_load_cores (the other load during
+# the run) and disturbed (1 when it exceeded --max-other); then per batch size a table of the
 # median over the R runs of each run's epoch_seconds_median (itself the median of
 # epochs 2..E), the median sync_seconds (per epoch, summed over threads: time in the
 # critical section, or waiting at barriers, as each mode counts it), the speedup vs
@@ -30,7 +34,8 @@
 #
 # Usage: bench/openmp-bench.sh [--epochs E] [--runs R] [--batches B,B] [--threads T,T]
 #                              [--csv FILE] [--data DIR] [--train N] [--no-torch] [--quick]
-#                              [--tries N] [--max-other C] [--report-only [--since ISO]]
+#                              [--tries N] [--max-other C] [--idle-wait S]
+#                              [--report-only [--since ISO]]
 #   --epochs E     epochs per run (default 4: the median is over epochs 2..4)
 #   --runs R       repetitions of the whole set (default 3)
 #   --batches L    mini-batch sizes (default 64,512)
@@ -41,16 +46,19 @@
 #   --no-torch     leave PyTorch out
 #   --tries N      attempts per run when other load disturbed it (default 3; 1: no check)
 #   --max-other C  other processes' load tolerated during a run, in cores (default 0.05)
+#   --idle-wait S  seconds to wait for an idle machine before a run (default 30; once the
+#                  machine was found busy, one 2 s check per run)
 #   --report-only  run nothing: print the tables from the rows of --csv (with the same
 #                  --epochs and --train) whose timestamp is >= --since ISO (default: all)
 #   --quick        smoke test: --train 6400 --epochs 2 --runs 1 --tries 1
-# Exit status: 0; 1 when a run fails; 2 on a usage error or a missing prerequisite.
+# Exit status: 0 (also on a busy machine); 1 when a run fails; 2 on a usage error or a
+# missing prerequisite; each with its reason on stderr.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 . bench/lib.sh
 
 epochs=4 runs=3 batches=64,512 threads=1,2 csv=results/bench-openmp.csv data=data/fashion train=0 torch=1
-tries=3 max_other=0.05 report_only=0 since=
+tries=3 max_other=0.05 report_only=0 since='' idle_wait=30
 while [ $# -gt 0 ]; do
   case "$1" in
     --epochs)  need_value "$@"; epochs=$2; shift 2 ;;
@@ -65,13 +73,14 @@ while [ $# -gt 0 ]; do
     --since)   need_value "$@"; since=$2; shift 2 ;;
     --tries)   need_value "$@"; tries=$2; shift 2 ;;
     --max-other) need_value "$@"; max_other=$2; shift 2 ;;
+    --idle-wait) need_value "$@"; idle_wait=$2; shift 2 ;;
     --quick)   train=6400 epochs=2 runs=1 tries=1; shift ;;
     -h|--help) bench_usage; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
 done
 [[ $max_other =~ ^[0-9]*\.?[0-9]+$ ]] || die "--max-other: not a number: '$max_other'"
-for v in epochs runs train tries; do
+for v in epochs runs train tries idle_wait; do
   [[ ${!v} =~ ^[0-9]+$ ]] || die "--$v: not a non-negative integer: '${!v}'"
 done
 [ "$epochs" -ge 1 ] && [ "$runs" -ge 1 ] && [ "$tries" -ge 1 ] || die "--epochs, --runs and --tries must be >= 1"
@@ -103,6 +112,9 @@ if [ $torch = 1 ]; then
 fi
 cores=$(nproc)
 mkdir -p "$(dirname "$csv")"
+if [ -s "$csv" ] && [[ "$(head -n 1 "$csv")" != run_id,* ]]; then
+  die "$csv: not a results CSV (its header: $(head -n 1 "$csv" | cut -c1-60)): give another --csv"
+fi
 
 # env + taskset for a run with T threads: cores 0..T-1 (all cores when T > cores)
 launch() {
@@ -129,12 +141,29 @@ hz=$(getconf CLK_TCK)
 tmp=$(mktemp -d /tmp/openmp-bench-XXXXXX)
 trap 'rm -rf "$tmp" "$csv.tmp.$$"' EXIT
 k=0
+# the columns the benchmark adds after the trainers' schema; upgrade_csv CSV HEADER: a CSV
+# written before them (HEADER alone) gets them, empty, on its old rows; a CSV with another
+# header is refused
+BENCH_COLS=other_load_cores,disturbed
+upgrade_csv() {
+  [ -s "$1" ] || return 0
+  local h; h=$(head -n 1 "$1")
+  [ "$h" != "$2,$BENCH_COLS" ] || return 0
+  if [ "$h" = "$2" ]; then
+    awk -v c="$BENCH_COLS" 'NR == 1 { print $0 "," c; next } { print $0 ",," }' "$1" >"$1.tmp.$$" && mv -f "$1.tmp.$$" "$1"
+    echo "openmp-bench: $1: added the columns $BENCH_COLS (empty on its old rows)" >&2
+  else
+    echo "openmp-bench: $1: a header that is not the results schema plus $BENCH_COLS: not appending to it (move it away)" >&2
+    exit 2
+  fi
+}
 run_one() {   # label, T, command... (writing its CSV row to $tmp/row.csv): one run under the lock
   local label=$1 T=$2; shift 2
   k=$((k + 1))
-  local out attempt other flag="" b0 t0 b1 t1 c0 c1 w0
+  local out attempt other flag="" disturbed=0 b0 t0 b1 t1 c0 c1 w0
   for attempt in $(seq 1 "$tries"); do
-    [ "$tries" -eq 1 ] || wait_idle 30 2 97 || true   # up to 30 s for 2 s with the CPUs >= 97 % idle
+    # up to --idle-wait s for 2 s with the CPUs >= 97 % idle; a busy machine is measured anyway
+    [ "$tries" -eq 1 ] || idle_or_busy "$idle_wait" 2 97 || true
     rm -f "$tmp/row.csv"
     read -r b0 t0 < <(cpu_ticks); children_cpu >"$tmp/c0"; w0=$(date +%s.%N)
     # shellcheck disable=SC2046
@@ -148,10 +177,19 @@ run_one() {   # label, T, command... (writing its CSV row to $tmp/row.csv): one 
     other=$(awk -v b="$((b1 - b0))" -v hz="$hz" -v c="$(awk -v a="$c0" -v z="$c1" 'BEGIN { print z - a }')" \
                 -v w="$(awk -v a="$w0" -v z="$(date +%s.%N)" 'BEGIN { print z - a }')" \
                 'BEGIN { o = (b / hz - c) / w; printf "%.3f", o < 0 ? 0 : o }')
-    [ "$tries" -gt 1 ] && awk -v o="$other" -v m="$max_other" 'BEGIN { exit !(o > m) }' || { flag=""; break; }
+    disturbed=$(awk -v o="$other" -v m="$max_other" 'BEGIN { print (o > m) ? 1 : 0 }')
+    [ "$disturbed" = 1 ] || { flag=""; break; }
     flag=" [disturbed: other load $other cores]"
+    if [ "$tries" -eq 1 ] && [ "$BENCH_BUSY" = 0 ]; then   # no idle check: say it once here
+      BENCH_BUSY=1
+      echo "bench: the machine is busy ($(awk -v o="$other" 'BEGIN { printf "%d", o * 100 }')% of a core of outside load); measuring anyway, rows marked disturbed" >&2
+    fi
   done
-  append_rows "$tmp/row.csv" "$csv"   # an interrupted run never leaves a half-written row
+  # the row, marked: other_load_cores, disturbed
+  awk -v o="$other" -v d="$disturbed" -v c="$BENCH_COLS" 'NR == 1 { print $0 "," c; next } { print $0 "," o "," d }' \
+    "$tmp/row.csv" >"$tmp/row-marked.csv"
+  upgrade_csv "$csv" "$(head -n 1 "$tmp/row.csv")"
+  append_rows "$tmp/row-marked.csv" "$csv"   # an interrupted run never leaves a half-written row
   printf '[%d/%d] %-22s %s  [other load %s%s]%s\n' "$k" "$total" "$label" \
     "$(printf '%s\n' "$out" | tail -n 1 | sed 's/ | csv .*//' | cut -c1-130)" "$other" \
     "$([ "$attempt" -gt 1 ] && echo ", attempt $attempt")" "$flag"

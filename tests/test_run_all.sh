@@ -2,7 +2,8 @@
 # tests/test_run_all.sh — ./run_all.sh --smoke end to end, interrupted and resumed.
 #
 #   1. `./run_all.sh --smoke --no-setup --results DIR` is started and interrupted with
-#      SIGINT in the middle of its step mpi-sweep (once mpi-strong.csv has 2 rows): it must exit 130 with "interrupted at
+#      SIGINT in the middle of its step mpi-sweep (once its staged mpi-strong.csv, in
+#      DIR/.partial/mpi-sweep/, has 2 rows): it must exit 130 with "interrupted at
 #      step k", leave no process of the step behind, and not stamp step k as done.
 #   2. The same command again: steps 1..k-1 are "done earlier, skipped" (a step skipped
 #      for its reason, e.g. no PyTorch, is never stamped and is skipped again), step k is
@@ -13,7 +14,8 @@
 #      when hyperfine is missing), PNG and REPORT.md exists and is non-empty; the PNGs are
 #      valid (signature, IHDR first, IEND last, every chunk's CRC); REPORT.md has the
 #      section headings of scripts/report.py; every CSV has exactly the header
-#      RESULTS_HEADER of common/results.h, rows of the same width, no duplicate run_id,
+#      RESULTS_HEADER of common/results.h (bench-openmp.csv and openmp.csv: followed by the
+#      benchmark's other_load_cores,disturbed), rows of the same width, no duplicate run_id,
 #      no duplicate row, and no file mixing rows of the interrupted and the resumed run
 #      (the interrupted step's partial rows were removed before it was redone);
 #      skipped.txt lines are "STEP<TAB>reason", and the cuda step is there with its
@@ -75,7 +77,8 @@ pid=$!
 set +m
 # in the middle of the MPI scaling sweep, once it has written a few rows
 for _ in $(seq 1 $((LIMIT * 5))); do
-  [ -f "$DIR/mpi-strong.csv" ] && [ "$(wc -l <"$DIR/mpi-strong.csv")" -ge 3 ] && break
+  f=$DIR/.partial/mpi-sweep/mpi-strong.csv   # a step writes into its staging directory
+  [ -f "$f" ] && [ "$(wc -l <"$f")" -ge 3 ] && break
   kill -0 $pid 2>/dev/null || break
   sleep 0.1
 done
@@ -171,12 +174,13 @@ header = partrain.results_header()
 bad = []
 for p in sorted(glob.glob(os.path.join(d, "*.csv"))):
     name, rows = os.path.basename(p), list(csv.reader(open(p, newline="")))
-    if not rows or rows[0] != header:
+    # the openmp benchmark adds its own columns after the schema (bench/openmp-bench.sh)
+    if not rows or rows[0][:len(header)] != header or rows[0][len(header):] not in ([], ["other_load_cores", "disturbed"]):
         bad.append(f"{name}: header differs from RESULTS_HEADER")
         continue
     if len(rows) < 2:
         bad.append(f"{name}: no rows")
-    if any(len(r) != len(header) for r in rows[1:]):
+    if any(len(r) != len(rows[0]) for r in rows[1:]):
         bad.append(f"{name}: a row of another width")
     ids = [r[0] for r in rows[1:]]
     if len(set(ids)) != len(ids) or len({tuple(r) for r in rows[1:]}) != len(rows) - 1:
