@@ -264,7 +264,7 @@ test:
 ifdef PORTABLE
 	@tests/run.sh tests/test_portable.sh
 else
-	@$(MAKE) --no-print-directory all $(TEST_BINS)
+	@$(MAKE) --no-print-directory -j$$(nproc) all $(TEST_BINS)
 	@tests/run.sh
 endif
 
