@@ -80,6 +80,16 @@ static inline void unmute_stderr(int saved) {
     if (saved >= 0) { fflush(stderr); dup2(saved, 2); close(saved); }
 }
 
+/* How many ranks of this run share this rank's node (and so its memory). */
+static inline int ranks_on_this_node(void) {
+    int local = 1;
+    MPI_Comm node;
+    mpi_check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node), "MPI_Comm_split_type");
+    mpi_check(MPI_Comm_size(node, &local), "MPI_Comm_size");
+    mpi_check(MPI_Comm_free(&node), "MPI_Comm_free");
+    return local;
+}
+
 /* The data of a data-parallel run, checked alike on every rank: the whole training set
  * (the shuffle is global, so every rank touches every sample) and this rank's contiguous
  * shard of the test set (empty when there are more ranks than test samples). Resolves
@@ -122,11 +132,7 @@ static void __attribute__((unused)) load_sharded_data(train_options *o, long bat
           dataset_side(o->data_dir, "t10k", &test_side, err, sizeof err) ||
           (!o->image_size && dataset_check_sides(o->data_dir, train_side, test_side, err, sizeof err));
     agree_or_die(bad, err, 2);
-    int side = o->image_size ? o->image_size : train_side, local = 1;
-    MPI_Comm node;
-    mpi_check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node), "MPI_Comm_split_type");
-    mpi_check(MPI_Comm_size(node, &local), "MPI_Comm_size");
-    mpi_check(MPI_Comm_free(&node), "MPI_Comm_free");
+    int side = o->image_size ? o->image_size : train_side, local = ranks_on_this_node();
     double need = mem_dataset_bytes(train_n + d->test_count, side) + (model_bytes ? model_bytes(o, side * side) : 0);
     bad = mem_short(need, local, "data, model and buffers", err, sizeof err);
     agree_or_die(bad, err, 2);

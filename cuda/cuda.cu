@@ -789,6 +789,22 @@ int main(int argc, char **argv) {
         die_all( "--batch %ld is smaller than the %d ranks: every rank needs at least one row of each mini-batch", o->batch, nranks);
     long test_lo, test_count;   /* this rank's test shard (everything without MPI) */
     shard(test_n, rank, nranks, &test_lo, &test_count);
+    /* before loading: the files' image sides, and whether the host memory holds the data
+     * and the host copies of the parameters (the device's own memory: CUDA's errors) */
+    int train_side = 0, test_side = 0;
+    bad = dataset_side(o->data_dir, "train", &train_side, err, sizeof err) ||
+          dataset_side(o->data_dir, "t10k", &test_side, err, sizeof err) ||
+          (!o->image_size && dataset_check_sides(o->data_dir, train_side, test_side, err, sizeof err));
+    agree_or_die(bad, err, 2);
+    int in_side = o->image_size ? o->image_size : train_side, on_node = 1;
+#ifdef USE_MPI
+    MPI_Comm node;
+    mpi_check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node), "MPI_Comm_split_type");
+    mpi_check(MPI_Comm_size(node, &on_node), "MPI_Comm_size");
+    mpi_check(MPI_Comm_free(&node), "MPI_Comm_free");
+#endif
+    double need = mem_dataset_bytes(train_n + test_count, in_side) + dense_model_bytes(o, in_side * in_side, 0, 1);
+    agree_or_die(mem_short(need, on_node, "data and host buffers", err, sizeof err), err, 2);
     dataset train = {}, test = {};
     bad = dataset_load(o->data_dir, "train", 0, train_n, o->image_size, &train, err, sizeof err);
     if (!bad && test_count > 0)

@@ -434,6 +434,18 @@ int main(int argc, char **argv) {
     int first_layer = 1, last_layer = L;
     dataset train = {0}, test = {0};
     int loads = rank == 0 || rank == nranks - 1;   /* stage 0: images; last stage: labels */
+    /* before loading: the files' image sides, and whether this node's stages fit in its
+     * memory (a loading stage holds the data; no stage holds more than the whole net's
+     * parameters, gradients and a batch's activations) */
+    int train_side = 0, test_side = 0;
+    bad = dataset_side(o->data_dir, "train", &train_side, err, sizeof err) ||
+          dataset_side(o->data_dir, "t10k", &test_side, err, sizeof err) ||
+          (!o->image_size && dataset_check_sides(o->data_dir, train_side, test_side, err, sizeof err));
+    agree_or_die(bad, err, 2);
+    int in_side = o->image_size ? o->image_size : train_side;
+    double need = (loads ? mem_dataset_bytes(train_n + test_n, in_side) : 0) +
+                  dense_model_bytes(o, in_side * in_side, o->batch > EVAL_BATCH ? o->batch : EVAL_BATCH, 1);
+    agree_or_die(mem_short(need, ranks_on_this_node(), "data, model and buffers", err, sizeof err), err, 2);
     if (loads) {
         bad = dataset_load(o->data_dir, "train", 0, train_n, o->image_size, &train, err, sizeof err) ||
               dataset_load(o->data_dir, "t10k", 0, test_n, o->image_size, &test, err, sizeof err) ||

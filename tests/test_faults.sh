@@ -71,13 +71,13 @@ fi
 
 # ---- 2. memory, estimated before allocating (PARTRAIN_MEM_AVAILABLE fakes the figure;
 # the real one is the smaller of MemAvailable and the cgroup's room)
-# (pipeline and cuda do not estimate yet: their loading is their own)
 export PARTRAIN_MEM_AVAILABLE=10M
 key="not enough memory: .*need.* MiB.* 10.0 MiB available"
 expect_error "serial: data and model over 10 MiB refused with both figures" "$key" serial/serial --data $DATA
 [ -x openmp/openmp ] && expect_error "openmp: data and model over 10 MiB refused" "$key" openmp/openmp --data $DATA --threads 2
+[ -x cuda/cuda-emu ] && expect_error "cuda-emu: data and host buffers over 10 MiB refused" "$key" cuda/cuda-emu --data $DATA
 if [ $have_mpi = 1 ]; then
-  for prog in mpi/mpi hybrid/hybrid cnn/cnn; do
+  for prog in mpi/mpi mpi/pipeline hybrid/hybrid cnn/cnn; do
     [ -x $prog ] && expect_error "${prog#*/} P=2: the node's ranks together over 10 MiB refused" \
       "not enough memory: 2 processes on this node need" --label "${prog#*/}" $MPI --bind-to-none 2 $prog --data $DATA
   done
