@@ -100,6 +100,7 @@ static void usage(void) {
     variant_usage(SYNC, N_SYNC);
     printf("  --batch-per-rank B    B rows per rank per step, i.e. a global batch of P*B\n"
            "                        (seed report 003's semantics; instead of --batch)\n");
+    options_usage_exit_status();
 }
 
 /* Ranks other than 0 parse with stderr muted: the flags are the same on every rank, so

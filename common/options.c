@@ -173,6 +173,14 @@ void options_usage_common(void) {
         "  --help                this text\n");
 }
 
+void options_usage_exit_status(void) {
+    printf(
+        "Exit status: 0 done; 1 a failure during the run (the loss diverged, the row could not\n"
+        "  be written after all: it then goes to stderr; an MPI call failed); 2 bad input,\n"
+        "  found before the work (a flag, the data, an output, not enough memory; one line on\n"
+        "  stderr, nothing written); 3 no usable GPU (cuda); 130 interrupted (Ctrl-C).\n");
+}
+
 const char *options_activation_name(int activation) {
     switch (activation) {
     case ACT_SIGMOID: return "sigmoid";

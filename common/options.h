@@ -46,6 +46,7 @@ double options_double(const char *prog, const char *flag, const char *value, dou
 const char *options_value(const char *prog, int argc, char **argv, int *i); /* value of argv[*i] */
 
 void options_usage_common(void);
+void options_usage_exit_status(void);   /* the last lines of every --help */
 void options_die(const char *prog, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
 
 /* One table of variants per program (its --accum, --sync, --kernel or --gemm modes), declared

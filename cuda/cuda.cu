@@ -170,6 +170,7 @@ static void usage(void) {
 #ifdef CUDA_EMU
     printf("This is the CPU emulation build (cuda/cuda_emu.h): for tests, not for timing.\n");
 #endif
+    options_usage_exit_status();
 }
 
 /* With MPI, ranks other than 0 parse with stderr muted: the flags are the same on every

@@ -85,6 +85,7 @@ static void usage(void) {
            "                        raw float32) to FILE (for the equivalence tests)\n"
            "Environment (test hook): PARTRAIN_FAKE_PROVIDED=single|funneled|serialized|multiple\n"
            "                        pretends MPI_Init_thread provided that thread level\n");
+    options_usage_exit_status();
 }
 
 /* Ranks other than 0 parse with stderr muted: the flags are the same on every rank, so

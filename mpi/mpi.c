@@ -80,6 +80,7 @@ static void usage(void) {
            "                        (instead of --batch; fewer updates per epoch as P grows)\n"
            "  --dump-params FILE    after training, rank 0 writes the parameters (W1 b1 W2 ...,\n"
            "                        raw float32) to FILE (for the equivalence tests)\n");
+    options_usage_exit_status();
 }
 
 /* Ranks other than 0 parse with stderr muted: the flags are the same on every rank, so

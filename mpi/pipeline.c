@@ -69,6 +69,7 @@ static void usage(void) {
            "  --split A,B,...       the last layer of each stage but the last (P-1 increasing\n"
            "                        numbers in 1..L-1; e.g. 1 for P = 2: layer 1 | layers 2..L)\n"
            "                        [the split with the smallest largest-stage FLOPs]\n");
+    options_usage_exit_status();
 }
 
 static void parse_split(pipeline_options *o, const char *value) {

@@ -79,6 +79,7 @@ static void usage(void) {
            "  --accum MODE          how the threads share a step [loop]:\n",
            omp_get_num_procs());
     variant_usage(ACCUM, N_ACCUM);
+    options_usage_exit_status();
 }
 
 static void parse_options(openmp_options *o, int argc, char **argv) {

@@ -72,6 +72,7 @@ static void usage(void) {
 #endif
     );
     variant_usage(GEMM, N_GEMM);
+    options_usage_exit_status();
 }
 
 static void parse_options(serial_options *o, int argc, char **argv) {
