@@ -29,7 +29,7 @@ STD      = -std=c11
 CPPFLAGS = -Icommon
 LDLIBS   = -lz -lm
 
-COMMON_SRC = common/idx.c common/options.c common/results.c
+COMMON_SRC = common/idx.c common/options.c common/results.c common/checkpoint.c
 COMMON_HDR = $(wildcard common/*.h)
 
 # ---- toolchain probes (run once, quietly) -----------------------------------

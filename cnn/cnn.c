@@ -43,6 +43,7 @@
 #include <mpi.h>
 #include <omp.h>
 
+#include "checkpoint.h"
 #include "gemm.h"       /* matmul(), transpose(): the one matrix kernel */
 #include "idx.h"
 #include "mlp.h"
@@ -965,7 +966,8 @@ int main(int argc, char **argv) {
     char err[IDX_ERR_LEN] = "";
 
     /* outputs (rank 0 writes them): checked before the work, not after it */
-    agree_or_die(rank == 0 && (results_check_output(o->csv, "--csv", err, sizeof err)), err, 2);
+    agree_or_die(rank == 0 && (results_check_output(o->csv, "--csv", err, sizeof err) ||
+                               checkpoint_check_flags(o, err, sizeof err)), err, 2);
 
     /* data: every rank checks the files; the sizes decide the same errors on every rank */
     sharded_data data;
@@ -1017,9 +1019,20 @@ int main(int argc, char **argv) {
           !epoch_sec || !comm_sec || !sync_sec;
     agree_or_die(bad, "out of memory", 1);
     if (m.params_alloc > INT_MAX) die_all("--filters/--image-size: %ld parameters are more than one MPI message can count", m.params_alloc);
+    memset(st, 0, sizeof(thread_stats) * (size_t)T);
     char layers[64], variant[64];
     cnn_layers_string(&m, layers, sizeof layers);
     snprintf(variant, sizeof variant, "%s", SYNC[co.sync].name);
+
+    /* checkpoint: --resume goes on after the epochs the file holds (then WdT, which the
+     * updates keep current, is made again from the loaded Wd) */
+    checkpoint ck;
+    char net[32];
+    snprintf(net, sizeof net, "filters=%d", co.filters);
+    checkpoint_init(&ck, PROGRAM, variant, nranks, T, o, train.side, train_n, test_n, net, m.params, m.params_alloc,
+                    (double *[]){ loss_curve, acc_curve, epoch_sec, comm_sec, sync_sec }, 5);
+    resume_on_every_rank(&ck, o, 1);
+    if (o->resume) transpose(m.Wd, CLASSES, m.features, m.WdT, CLASSES);
     if (rank == 0) {
         int S = m.side, C = m.conv_side, P = m.pool_side;
         printf("cnn: CNN %dx%dx1 -conv %dx3x3-> %dx%dx%d -relu, maxpool 2x2-> %dx%dx%d = %d -dense-> %d (%ld parameters), "
@@ -1028,18 +1041,19 @@ int main(int argc, char **argv) {
                S, S, m.filters, C, C, m.filters, P, P, m.filters, m.features, CLASSES, m.n_params, o->data_dir, train_n,
                test_n, o->batch, o->batch / nranks, rank_rows, co.batch_per_rank ? ", --batch-per-rank" : "", o->lr,
                (unsigned long long)o->seed, variant, nranks, T, *wait_policy ? wait_policy : "unset");
+        if (o->resume) printf("cnn: resumed from %s after epoch %d\n", o->resume, ck.epochs_done);
         fflush(stdout);
     }
 
     /* training: one parallel region per epoch; every thread walks every batch */
-    double t_start = timer_now();
-    for (int epoch = 1; epoch <= o->epochs; epoch++) {
+    double t_start = timer_now() - ck.seconds;
+    for (int epoch = ck.epochs_done + 1; epoch <= o->epochs; epoch++) {
         prng_permutation(order, (uint32_t)train_n, o->seed, (uint64_t)epoch);
         comm_seconds = 0.0;
         for (int t = 0; t < T; t++) {
             st[t].sync = 0.0;
             st[t].correct = 0;
-            if (epoch <= 2) { st[t].conv_seconds = 0.0; st[t].conv_samples = 0; }   /* epoch 1 warms up */
+            if (epoch <= ck.epochs_done + 2) { st[t].conv_seconds = 0.0; st[t].conv_samples = 0; }   /* the first warms up */
         }
         double loss_sum = 0.0, t0 = timer_now();
 #pragma omp parallel num_threads(T)
@@ -1070,6 +1084,7 @@ int main(int argc, char **argv) {
         if (results_epoch(PROGRAM, rank == 0, o->quiet, epoch, o->epochs, loss_curve[epoch - 1],
                           100.0 * sum[1] / (double)train_n, acc_curve[epoch - 1], epoch_sec[epoch - 1], train_n, extra))
             return 1;
+        t_start += checkpoint_after_epoch_root(&ck, o, epoch, timer_now() - t_start);
     }
     double total = timer_now() - t_start;
 

@@ -146,6 +146,15 @@ int options_parse_common(train_options *o, const char *prog, int argc, char **ar
     }
     else if (!strcmp(a, "--predict")) o->predict = (int)options_long(prog, a, options_value(prog, argc, argv, i), 0, 1000);
     else if (!strcmp(a, "--quiet")) o->quiet = 1;
+    else if (!strcmp(a, "--checkpoint")) {
+        o->checkpoint = options_value(prog, argc, argv, i);
+        if (!*o->checkpoint) options_die(prog, "--checkpoint: empty file name");
+    } else if (!strcmp(a, "--checkpoint-every"))
+        o->checkpoint_every = (int)options_long(prog, a, options_value(prog, argc, argv, i), 1, 100000);
+    else if (!strcmp(a, "--resume")) {
+        o->resume = options_value(prog, argc, argv, i);
+        if (!*o->resume) options_die(prog, "--resume: empty file name");
+    }
     else return 0;
     return 1;
 }
@@ -169,6 +178,11 @@ void options_usage_common(void) {
         "  --csv FILE|none       append one result row to FILE [results/runs.csv]\n"
         "  --predict K           show K test images as ASCII art with predictions [0]\n"
         "  --quiet               no per-epoch progress lines\n"
+        "Checkpoints:\n"
+        "  --checkpoint FILE     save the run's state to FILE after every N epochs and the last\n"
+        "  --checkpoint-every N  [1]\n"
+        "  --resume FILE         go on from FILE's state (same flags; --epochs may be larger):\n"
+        "                        ends with the bits of a run that never stopped\n"
         "  --list-variants       print this program's variants (CSV name, flags, description)\n"
         "  --help                this text\n");
 }

@@ -31,6 +31,9 @@ typedef struct train_options_s {
     const char *csv;           /* --csv FILE (results/runs.csv; "none" = no row) */
     int predict;               /* --predict K: ASCII-art predictions of K test images */
     int quiet;                 /* --quiet: no per-epoch lines */
+    const char *checkpoint;    /* --checkpoint FILE: the state after every N epochs (checkpoint.h) */
+    int checkpoint_every;      /* --checkpoint-every N [1] (0 until given) */
+    const char *resume;        /* --resume FILE: go on from a checkpoint */
 } train_options;
 
 void options_defaults(train_options *o);

@@ -213,6 +213,10 @@ static void parse_options(cuda_options *o, int argc, char **argv) {
         if (options_parse_common(&o->common, PROGRAM, argc, argv, &i)) continue;
         options_die(PROGRAM, "unknown option '%s'", argv[i]);
     }
+    /* checkpoints are the CPU trainers' (common/checkpoint.h); the GPU's state is not saved */
+    if (o->common.checkpoint || o->common.resume || o->common.checkpoint_every)
+        options_die(PROGRAM, "%s: cuda does not checkpoint (the CPU trainers do)",
+                    o->common.resume ? "--resume" : o->common.checkpoint ? "--checkpoint" : "--checkpoint-every");
 #ifdef USE_MPI
     if (saved >= 0) { fflush(stderr); dup2(saved, 2); close(saved); }
 #endif

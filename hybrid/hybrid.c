@@ -37,6 +37,7 @@
 #include <mpi.h>
 #include <omp.h>
 
+#include "checkpoint.h"
 #include "gemm.h"       /* matmul(), transpose(): the one matrix kernel */
 #include "idx.h"
 #include "mlp.h"
@@ -496,7 +497,8 @@ int main(int argc, char **argv) {
 
     /* outputs (rank 0 writes them): checked before the work, not after it */
     agree_or_die(rank == 0 && (results_check_output(o->csv, "--csv", err, sizeof err) ||
-                               results_check_output(ho.dump_params, "--dump-params", err, sizeof err)), err, 2);
+                               results_check_output(ho.dump_params, "--dump-params", err, sizeof err) ||
+                               checkpoint_check_flags(o, err, sizeof err)), err, 2);
 
     /* data: every rank checks the files; the sizes decide the same errors on every rank */
     sharded_data data;
@@ -541,6 +543,15 @@ int main(int argc, char **argv) {
     memset(st, 0, sizeof(thread_stats) * (size_t)T);
     char variant[64];
     snprintf(variant, sizeof variant, "%s", SYNC[ho.sync].name);
+
+    /* checkpoint: --resume goes on after the epochs the file holds (then W^T, which the
+     * updates keep current, is made again from the loaded W) */
+    checkpoint ck;
+    checkpoint_init(&ck, PROGRAM, variant, nranks, T, o, train.side, train_n, test_n, NULL, m.params, m.params_alloc,
+                    (double *[]){ loss_curve, acc_curve, epoch_sec, comm_sec, sync_sec }, 5);
+    resume_on_every_rank(&ck, o, 1);
+    for (int l = 2; o->resume && l <= m.n_layers; l++)
+        transpose(m.W[l], m.size[l - 1], m.size[l], m.wt[l], m.size[l - 1]);
     if (rank == 0) {
         printf("hybrid: %s MLP %d", options_activation_name(o->activation), m.size[0]);
         for (int l = 1; l <= m.n_layers; l++) printf("-%d", m.size[l]);
@@ -549,12 +560,13 @@ int main(int argc, char **argv) {
                m.n_params, o->data_dir, train_n, test_n, train.side, train.side, o->batch, o->batch / nranks,
                rank_rows, o->lr, (unsigned long long)o->seed, variant, nranks, T, cores,
                thread_level_name(provided), *wait_policy ? wait_policy : "unset");
+        if (o->resume) printf("hybrid: resumed from %s after epoch %d\n", o->resume, ck.epochs_done);
         fflush(stdout);
     }
 
     /* training: one parallel region per epoch; MPI inside it from the master thread only */
-    double t_start = timer_now();
-    for (int epoch = 1; epoch <= o->epochs; epoch++) {
+    double t_start = timer_now() - ck.seconds;
+    for (int epoch = ck.epochs_done + 1; epoch <= o->epochs; epoch++) {
         prng_permutation(order, (uint32_t)train_n, o->seed, (uint64_t)epoch);
         memset(st, 0, sizeof(thread_stats) * (size_t)T);
         comm_seconds = 0.0;
@@ -594,6 +606,7 @@ int main(int argc, char **argv) {
         if (results_epoch(PROGRAM, rank == 0, o->quiet, epoch, o->epochs, loss_curve[epoch - 1],
                           100.0 * sum[1] / (double)train_n, acc_curve[epoch - 1], epoch_sec[epoch - 1], train_n, extra))
             return 1;
+        t_start += checkpoint_after_epoch_root(&ck, o, epoch, timer_now() - t_start);
     }
     double total = timer_now() - t_start;
 

@@ -35,6 +35,7 @@
 
 #include <mpi.h>
 
+#include "checkpoint.h"
 #include "gemm.h"       /* matmul(), transpose(): the one matrix kernel */
 #include "idx.h"
 #include "mlp.h"
@@ -366,7 +367,8 @@ int main(int argc, char **argv) {
 
     /* outputs (rank 0 writes them): checked before the work, not after it */
     agree_or_die(rank == 0 && (results_check_output(o->csv, "--csv", err, sizeof err) ||
-                               results_check_output(mo.dump_params, "--dump-params", err, sizeof err)), err, 2);
+                               results_check_output(mo.dump_params, "--dump-params", err, sizeof err) ||
+                               checkpoint_check_flags(o, err, sizeof err)), err, 2);
 
     /* data: every rank checks the files; the sizes decide the same errors on every rank */
     sharded_data data;
@@ -389,6 +391,12 @@ int main(int argc, char **argv) {
     agree_or_die(bad, "out of memory", 1);
     if (m.params_alloc > INT_MAX) die_all("--hidden: %ld parameters are more than one MPI message can count", m.params_alloc);
     snprintf(variant, sizeof variant, "%s", SYNC[mo.sync].name);
+
+    /* checkpoint: --resume goes on after the epochs the file holds */
+    checkpoint ck;
+    checkpoint_init(&ck, PROGRAM, variant, nranks, 1, o, train.side, train_n, test_n, NULL, m.params, m.params_alloc,
+                    (double *[]){ loss_curve, acc_curve, epoch_sec, comm_sec }, 4);
+    resume_on_every_rank(&ck, o, 1);
     if (rank == 0) {
         printf("mpi: %s MLP %d", options_activation_name(o->activation), m.size[0]);
         for (int l = 1; l <= m.n_layers; l++) printf("-%d", m.size[l]);
@@ -397,12 +405,13 @@ int main(int argc, char **argv) {
                m.n_params, o->data_dir, train_n, test_n, train.side, train.side, o->batch, o->batch / nranks,
                rank_rows, mo.batch_per_rank ? ", --batch-per-rank" : "", o->lr, (unsigned long long)o->seed,
                variant, nranks);
+        if (o->resume) printf("mpi: resumed from %s after epoch %d\n", o->resume, ck.epochs_done);
         fflush(stdout);
     }
 
     /* training */
-    double t_start = timer_now();
-    for (int epoch = 1; epoch <= o->epochs; epoch++) {
+    double t_start = timer_now() - ck.seconds;
+    for (int epoch = ck.epochs_done + 1; epoch <= o->epochs; epoch++) {
         prng_permutation(order, (uint32_t)train_n, o->seed, (uint64_t)epoch);
         comm_seconds = 0.0;
         double t0 = timer_now(), loss_sum = 0.0;
@@ -429,6 +438,7 @@ int main(int argc, char **argv) {
         if (results_epoch(PROGRAM, rank == 0, o->quiet, epoch, o->epochs, loss_curve[epoch - 1],
                           100.0 * sum[1] / (double)train_n, acc_curve[epoch - 1], epoch_sec[epoch - 1], train_n, extra))
             return 1;
+        t_start += checkpoint_after_epoch_root(&ck, o, epoch, timer_now() - t_start);
     }
     double total = timer_now() - t_start;
 

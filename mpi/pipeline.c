@@ -34,6 +34,7 @@
 
 #include <mpi.h>
 
+#include "checkpoint.h"
 #include "gemm.h"       /* matmul(), transpose(): the one matrix kernel */
 #include "idx.h"
 #include "mlp.h"
@@ -401,7 +402,8 @@ int main(int argc, char **argv) {
     char err[IDX_ERR_LEN] = "";
 
     /* outputs (rank 0 writes them): checked before the work, not after it */
-    agree_or_die(rank == 0 && (results_check_output(o->csv, "--csv", err, sizeof err)), err, 2);
+    agree_or_die(rank == 0 && (results_check_output(o->csv, "--csv", err, sizeof err) ||
+                               checkpoint_check_flags(o, err, sizeof err)), err, 2);
 
     /* data sizes and the flags that depend on them (the same on every rank) */
     long train_avail = 0, test_avail = 0;
@@ -503,6 +505,23 @@ int main(int argc, char **argv) {
         used += snprintf(split_text + used, sizeof split_text - (size_t)used, s ? "_%d" : "%d", bounds[s]);
     snprintf(variant, sizeof variant, po.n_split ? "gpipe-m%d-split%s" : "gpipe-m%d", po.microbatches, split_text);
     double bubble_theory = (double)(nranks - 1) / (double)(po.microbatches + nranks - 1);
+
+    /* checkpoint: the stages' parameters gathered to rank 0 in stage order are the whole
+     * net's W1 b1 W2 b2 ... (serial's layout); --resume scatters them back */
+    int stage_floats = (int)m.params_alloc, *counts = malloc(sizeof(int) * (size_t)nranks), *displs = malloc(sizeof(int) * (size_t)nranks);
+    agree_or_die(!counts || !displs, "out of memory", 1);
+    mpi_check(MPI_Allgather(&stage_floats, 1, MPI_INT, counts, 1, MPI_INT, MPI_COMM_WORLD), "MPI_Allgather");
+    long whole_n = 0;
+    for (int s = 0; s < nranks; s++) { displs[s] = (int)whole_n; whole_n += counts[s]; }
+    if (whole_n > INT_MAX) die_all("--hidden: %ld parameters are more than one MPI message can count", whole_n);
+    float *whole = rank == 0 && (o->checkpoint || o->resume) ? alloc_floats(whole_n) : NULL;
+    agree_or_die(rank == 0 && (o->checkpoint || o->resume) && !whole, "out of memory", 1);
+    checkpoint ck;
+    checkpoint_init(&ck, PROGRAM, variant, nranks, 1, o, side, train_n, test_n, NULL, whole, whole_n,
+                    (double *[]){ loss_curve, acc_curve, epoch_sec, comm_sec, idle_sec }, 5);
+    resume_on_every_rank(&ck, o, 0);
+    if (o->resume)
+        mpi_check(MPI_Scatterv(whole, counts, displs, MPI_FLOAT, m.params, stage_floats, MPI_FLOAT, 0, MPI_COMM_WORLD), "MPI_Scatterv");
     if (rank == 0) {
         printf("pipeline: %s MLP %d", options_activation_name(o->activation), m.size[0]);
         for (int l = 1; l <= m.n_layers; l++) printf("-%d", m.size[l]);
@@ -515,12 +534,13 @@ int main(int argc, char **argv) {
             else printf("%s layers %d-%d", s ? " |" : "", f, t);
         }
         printf("\n");
+        if (o->resume) printf("pipeline: resumed from %s after epoch %d\n", o->resume, ck.epochs_done);
         fflush(stdout);
     }
 
     /* training */
-    double t_start = timer_now(), my_busy = 0.0, counted_seconds = 0.0;
-    for (int epoch = 1; epoch <= o->epochs; epoch++) {
+    double t_start = timer_now() - ck.seconds, my_busy = 0.0, counted_seconds = 0.0;
+    for (int epoch = ck.epochs_done + 1; epoch <= o->epochs; epoch++) {
         prng_permutation(order, (uint32_t)train_n, o->seed, (uint64_t)epoch);
         comm_seconds = busy_seconds = 0.0;
         double t0 = timer_now(), loss_sum = 0.0;
@@ -540,7 +560,7 @@ int main(int argc, char **argv) {
         epoch_sec[epoch - 1] = slowest;
         comm_sec[epoch - 1] = sum[3] / nranks;
         idle_sec[epoch - 1] = nranks * slowest - sum[4];
-        if (epoch > 1 || o->epochs == 1) { my_busy += busy; counted_seconds += slowest; }
+        if (epoch > ck.epochs_done + 1 || o->epochs == ck.epochs_done + 1) { my_busy += busy; counted_seconds += slowest; }
         loss_curve[epoch - 1] = sum[0] / (double)train_n;
         acc_curve[epoch - 1] = 100.0 * sum[2] / (double)test_n;
         char extra[64];
@@ -548,6 +568,12 @@ int main(int argc, char **argv) {
         if (results_epoch(PROGRAM, rank == 0, o->quiet, epoch, o->epochs, loss_curve[epoch - 1],
                           100.0 * sum[1] / (double)train_n, acc_curve[epoch - 1], epoch_sec[epoch - 1], train_n, extra))
             return 1;
+        if (checkpoint_due(o, epoch)) {
+            double t_ck = timer_now();
+            mpi_check(MPI_Gatherv(m.params, stage_floats, MPI_FLOAT, whole, counts, displs, MPI_FLOAT, 0, MPI_COMM_WORLD), "MPI_Gatherv");
+            checkpoint_after_epoch_root(&ck, o, epoch, t_ck - t_start);
+            t_start += timer_now() - t_ck;
+        }
     }
     double total = timer_now() - t_start;
     mpi_check(MPI_Gather(&my_busy, 1, MPI_DOUBLE, stage_busy, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD), "MPI_Gather");
@@ -596,7 +622,7 @@ int main(int argc, char **argv) {
     mlp_free(&m);
     if (loads) { dataset_free(&train); dataset_free(&test); }
     free(order); free(batch_y); free(loss_curve); free(acc_curve); free(epoch_sec); free(comm_sec);
-    free(idle_sec); free(stage_busy); free(recv_req); free(send_req); free(pred);
+    free(idle_sec); free(stage_busy); free(recv_req); free(send_req); free(pred); free(counts); free(displs); free(whole);
     return status;
 }
 #endif

@@ -35,6 +35,7 @@
 
 #include <omp.h>
 
+#include "checkpoint.h"
 #include "gemm.h"       /* matmul(), transpose(): the one matrix kernel */
 #include "idx.h"
 #include "mlp.h"
@@ -277,6 +278,25 @@ static void mlp_replica_free(mlp *v, const mlp *m) {
     for (int l = 2; l <= m->n_layers; l++) {
         if (v->b[l] != m->b[l]) free(v->b[l]);
         if (l > 2 && v->W[l] != m->W[l]) { free(v->W[l]); free(v->wt[l]); }
+    }
+}
+
+/* After --resume loaded W and b: W^T, which the updates keep current, and model's
+ * replicas of layers 2..L made again from them (copies: the same bits as before the stop). */
+static void mlp_loaded(mlp *m, mlp *views, int T) {
+    for (int l = 2; l <= m->n_layers; l++) {
+        int in = m->size[l - 1];
+        for (int j = 0, wd; j < m->size[l]; j += wd) {
+            wd = panel_width(m, l, j);
+            transpose(panel_at(m, l, j), in, wd, m->wt[l] + (long)j * in, in);
+        }
+        for (int t = 1; views && t < T; t++) {
+            long nw = (long)in * m->size[l];
+            memcpy(views[t].b[l], m->b[l], sizeof(float) * (size_t)m->size[l]);
+            if (l == 2) continue;
+            memcpy(views[t].W[l], m->W[l], sizeof(float) * (size_t)nw);
+            memcpy(views[t].wt[l], m->wt[l], sizeof(float) * (size_t)nw);
+        }
     }
 }
 
@@ -811,7 +831,8 @@ int main(int argc, char **argv) {
     char err[IDX_ERR_LEN];
 
     /* outputs: checked before the work, not after it */
-    if (results_check_output(o->csv, "--csv", err, sizeof err)) options_die(PROGRAM, "%s", err);
+    if (results_check_output(o->csv, "--csv", err, sizeof err) || checkpoint_check_flags(o, err, sizeof err))
+        options_die(PROGRAM, "%s", err);
 
     /* data */
     dataset train, test;
@@ -880,16 +901,25 @@ int main(int argc, char **argv) {
     }
     memset(st, 0, sizeof(thread_stats) * (size_t)T);
     const char *variant = ACCUM[accum].name;
+
+    /* checkpoint: --resume goes on after the epochs the file holds */
+    checkpoint ck;
+    checkpoint_init(&ck, PROGRAM, variant, 1, T, o, train.side, train_n, test_n, NULL, m.params, m.params_alloc,
+                    (double *[]){ loss_curve, acc_curve, epoch_sec, sync_sec, barrier_sec }, 5);
+    if (o->resume && checkpoint_load(o->resume, &ck, o->epochs, err, sizeof err))
+        { fprintf(stderr, PROGRAM ": %s\n", err); return 2; }
+    if (o->resume) mlp_loaded(&m, views, T);
     printf("openmp: %s MLP %d", options_activation_name(o->activation), m.size[0]);
     for (int l = 1; l <= m.n_layers; l++) printf("-%d", m.size[l]);
     printf(" (%ld parameters), %s: %ld train / %ld test, %dx%d, batch %ld, lr %g, seed %llu, accum %s, "
            "%d threads on %d cores, OMP_WAIT_POLICY %s\n",
            m.n_params, o->data_dir, train_n, test_n, train.side, train.side, o->batch, o->lr,
            (unsigned long long)o->seed, variant, T, cores, *wait_policy ? wait_policy : "unset");
+    if (o->resume) printf("openmp: resumed from %s after epoch %d\n", o->resume, ck.epochs_done);
 
     /* training: one parallel region per epoch */
-    double t_start = timer_now();
-    for (int epoch = 1; epoch <= o->epochs; epoch++) {
+    double t_start = timer_now() - ck.seconds;
+    for (int epoch = ck.epochs_done + 1; epoch <= o->epochs; epoch++) {
         prng_permutation(order, (uint32_t)train_n, o->seed, (uint64_t)epoch);
         memset(st, 0, sizeof(thread_stats) * (size_t)T);
         long batch = o->batch;
@@ -948,6 +978,7 @@ int main(int argc, char **argv) {
                           100.0 * (double)correct / (double)train_n, acc_curve[epoch - 1], epoch_sec[epoch - 1],
                           train_n, NULL))
             return 1;
+        t_start += checkpoint_after_epoch(&ck, PROGRAM, o, epoch, timer_now() - t_start);
     }
     double total = timer_now() - t_start;
 
@@ -958,7 +989,10 @@ int main(int argc, char **argv) {
     results_fill(&row, PROGRAM, variant, 1, T, o, train.side, train_n, test_n, dense_flops_per_sample(m.size, m.n_layers),
                  total, loss_curve, acc_curve, epoch_sec);
     row.sync_seconds = sync_median;
-    if (o->predict) print_predictions(&test, pred, o->predict);
+    if (o->predict) {
+        if (ck.epochs_done == o->epochs) evaluate(&m, ws, st, T, accum, &test, pred);   /* nothing left to train */
+        print_predictions(&test, pred, o->predict);
+    }
     char sync_what[96];
     if (accum == ACCUM_CRITICAL)
         snprintf(sync_what, sizeof sync_what, "sync critical %.3f s (+ barriers %.3f s) per epoch (all threads)",

@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checkpoint.h"
 #include "gemm.h"       /* matmul(), transpose(): the one matrix kernel */
 #include "idx.h"
 #include "mlp.h"
@@ -252,7 +253,8 @@ int main(int argc, char **argv) {
     char err[IDX_ERR_LEN];
 
     /* outputs: checked before the work, not after it */
-    if (results_check_output(o->csv, "--csv", err, sizeof err)) options_die(PROGRAM, "%s", err);
+    if (results_check_output(o->csv, "--csv", err, sizeof err) || checkpoint_check_flags(o, err, sizeof err))
+        options_die(PROGRAM, "%s", err);
 
     /* data */
     dataset train, test;
@@ -280,15 +282,23 @@ int main(int argc, char **argv) {
         return 1;
     }
     const char *variant = GEMM[so.gemm].name;
+
+    /* checkpoint: --resume goes on after the epochs the file holds */
+    checkpoint ck;
+    checkpoint_init(&ck, PROGRAM, variant, 1, 1, o, train.side, train_n, test_n, NULL, m.params, m.params_alloc,
+                    (double *[]){ loss_curve, acc_curve, epoch_sec }, 3);
+    if (o->resume && checkpoint_load(o->resume, &ck, o->epochs, err, sizeof err))
+        { fprintf(stderr, PROGRAM ": %s\n", err); return 2; }
     printf("serial: %s MLP %d", options_activation_name(o->activation), m.size[0]);
     for (int l = 1; l <= m.n_layers; l++) printf("-%d", m.size[l]);
     printf(" (%ld parameters), %s: %ld train / %ld test, %dx%d, batch %ld, lr %g, seed %llu, gemm %s\n",
            m.n_params, o->data_dir, train_n, test_n, train.side, train.side, o->batch, o->lr,
            (unsigned long long)o->seed, variant);
+    if (o->resume) printf("serial: resumed from %s after epoch %d\n", o->resume, ck.epochs_done);
 
     /* training */
-    double t_start = timer_now();
-    for (int epoch = 1; epoch <= o->epochs; epoch++) {
+    double t_start = timer_now() - ck.seconds;
+    for (int epoch = ck.epochs_done + 1; epoch <= o->epochs; epoch++) {
         prng_permutation(order, (uint32_t)train_n, o->seed, (uint64_t)epoch);
         double t0 = timer_now(), loss_sum = 0.0;
         long correct = 0;
@@ -304,6 +314,7 @@ int main(int argc, char **argv) {
                           100.0 * (double)correct / (double)train_n, acc_curve[epoch - 1], epoch_sec[epoch - 1],
                           train_n, NULL))
             return 1;
+        t_start += checkpoint_after_epoch(&ck, PROGRAM, o, epoch, timer_now() - t_start);
     }
     double total = timer_now() - t_start;
 
@@ -311,7 +322,10 @@ int main(int argc, char **argv) {
     result_row row;
     results_fill(&row, PROGRAM, variant, 1, 1, o, train.side, train_n, test_n, dense_flops_per_sample(m.size, m.n_layers),
                  total, loss_curve, acc_curve, epoch_sec);
-    if (o->predict) print_predictions(&test, pred, o->predict);
+    if (o->predict) {
+        if (ck.epochs_done == o->epochs) evaluate(&m, &test, pred);   /* resumed with nothing left to train */
+        print_predictions(&test, pred, o->predict);
+    }
     if (results_finish(&row, o->csv, NULL, NULL, err, sizeof err)) {
         fprintf(stderr, PROGRAM ": %s\n", err);
         return 1;
