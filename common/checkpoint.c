@@ -70,6 +70,7 @@ int checkpoint_check_flags(const train_options *o, char *err, size_t errlen) {
     }
     const char *path = o->checkpoint;
     if (!path) return 0;
+    if (o->csv && !strcmp(path, o->csv)) return fail(err, errlen, "--checkpoint %s: the same file as --csv", path);
     if (strlen(path) + 5 > 4096) return fail(err, errlen, "--checkpoint: the file name is too long");
     if (stat(path, &st) == 0) {
         if (S_ISDIR(st.st_mode)) return fail(err, errlen, "--checkpoint %s: is a directory", path);

@@ -104,6 +104,8 @@ if [ -x serial/serial ] && [ -s "$full" ]; then
   expect_error "serial: --checkpoint a directory" "is a directory" $S --checkpoint "$TMP"
   expect_error "serial: --checkpoint in a missing directory" "does not exist" $S --checkpoint "$TMP/no/such.ck"
   expect_error "serial: --checkpoint-every without --checkpoint" "needs --checkpoint" $S --checkpoint-every 2
+  expect_error "serial: --checkpoint the --csv file" "the same file as --csv" $S --checkpoint "$TMP/same.csv" --csv "$TMP/same.csv"
+  expect_error "serial: --checkpoint /dev/full (not a regular file)" "not a regular file" $S --checkpoint /dev/full
   expect_error "serial: --checkpoint-every 0" "out of range" $S --checkpoint "$TMP/x.ck" --checkpoint-every 0
   # a checkpoint that cannot be written mid-run: a warning, the run goes on, the previous one stays whole
   mkdir -p "$TMP/frozen"
