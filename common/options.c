@@ -101,7 +101,9 @@ static uint64_t options_seed(const char *prog, const char *value) {
     char *end;
     errno = 0;
     unsigned long long v = strtoull(value, &end, 10);
-    if (end == value || *end || value[0] == '-' || value[0] == '+' || value[0] == ' ')
+    /* digits only: strtoull skips any leading white space and negates after a '-', so
+     * "\t-1" would be 2^64-1 (found by tests/fuzz/fuzz_options.c) */
+    if (end == value || *end || value[0] < '0' || value[0] > '9')
         options_die(prog, "--seed: expected an integer 0..18446744073709551615, got '%s'", value);
     if (errno == ERANGE) options_die(prog, "--seed: %s is out of range 0..18446744073709551615", value);
     return (uint64_t)v;

@@ -117,6 +117,8 @@ def options_cases():
         "bad-seed-negative": argv("--seed", "-1"),
         "bad-seed-too-big": argv("--seed", "18446744073709551616"),
         "bad-seed-space": argv("--seed", " 5"),
+        "bad-seed-tab-minus": argv("--seed", "\t-1"),
+        "bad-seed-newline": argv("--seed", "\n1"),
         "bad-seed-empty": argv("--seed", ""),
         "bad-hidden-empty-item": argv("--hidden", "1,,2"),
         "bad-hidden-trailing-comma": argv("--hidden", "256,"),
