@@ -6,7 +6,7 @@
 # Usage: bench/fuzz.sh [--runs N | --seconds S] [--target idx|options]
 #   (default)     10,000,000 executions in total: 8,000,000 of options (fuzz_options, about
 #                 25k exec/s on one core) and 2,000,000 of idx (fuzz_idx, about 2k exec/s: each
-#                 input is two files that the loader opens up to six times); about 25 min
+#                 input is two files that the loader opens up to six times); 21 min on VM-E
 #   --runs N      N executions in total, split the same way (80 % options, 20 % idx)
 #   --seconds S   S seconds in total instead, half per target (CI: --seconds 30, 15 s each)
 #   --target T    only T (idx or options): all of N or S goes to it
