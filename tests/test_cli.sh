@@ -38,6 +38,7 @@ expect_error "--batch larger than the training set rejected" "--batch" "$BIN" --
 expect_error "--lr -1 rejected" "--lr" "$BIN" --csv "$TMP/err.csv" --data $DATA --lr -1
 expect_error "--lr nan rejected" "--lr" "$BIN" --csv "$TMP/err.csv" --data $DATA --lr nan
 expect_error "--lr 0 rejected" "--lr" "$BIN" --csv "$TMP/err.csv" --data $DATA --lr 0
+expect_error "--seed with white space before a minus sign rejected" "--seed" "$BIN" --csv "$TMP/err.csv" --data $DATA --seed $'\t-1'
 expect_error "unknown activation rejected" "tanh" "$BIN" --csv "$TMP/err.csv" --data $DATA --activation tanh
 expect_error "--hidden 0 rejected" "--hidden" "$BIN" --csv "$TMP/err.csv" --data $DATA --hidden 0
 expect_error "--hidden 256,, rejected" "--hidden" "$BIN" --csv "$TMP/err.csv" --data $DATA --hidden 256,,

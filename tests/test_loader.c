@@ -11,8 +11,8 @@
  *     file and says what is wrong (a keyword per case): missing files, bad magic,
  *     truncated header, truncated data (raw and gzip), trailing bytes, zero count,
  *     absurd dimensions and counts (no huge allocation), image/label count
- *     mismatch, label out of range, slice beyond the end, corrupt or cut gzip,
- *     non-square images;
+ *     mismatch, label out of range, slice beyond the end, corrupt or cut gzip (also
+ *     a large file cut inside its trailer), non-square images;
  *   - idx_resample against hand-computed bilinear values (align_corners = false,
  *     PyTorch's convention), identity at the same size, and dataset_load(side=56)
  *     of a 28 x 28 file.
@@ -563,6 +563,18 @@ static void test_failures(void) {
     put_file("gz-notrailer", IMG ".gz", b, len - 8, 0);
     free(b);
     expect_fail_both("gzip without its trailer", "gz-notrailer", IMG, "truncated|unexpected end|corrupt");
+    /* ... the same, 1 to 8 bytes cut, from a file large enough (1000 images of 28x28: 766 KiB)
+     * that the loader inflates most of it straight into its own buffer: zlib then reported a clean
+     * end and the load succeeded (found by tests/fuzz/fuzz_idx.c, 2026-11-25) */
+    valid_pair("gz-big-notrailer", "train", 1000, 28, 1, 0, ".gz", "");
+    b = slurp("gz-big-notrailer", IMG ".gz", &len);
+    for (size_t cut = 1; cut <= 8; cut++) {
+        char cname[96];
+        snprintf(cname, sizeof cname, "gzip of 766 KiB without the last %zu of its 8 trailer bytes", cut);
+        put_file("gz-big-notrailer", IMG ".gz", b, len - cut, 0);
+        expect_fail_both(cname, "gz-big-notrailer", IMG, "truncated|unexpected end|corrupt");
+    }
+    free(b);
 
     /* non-square images: no side given, and side == rows (a 2x3 image is not 2x2) */
     bad_images("nonsquare", MAGIC_IMAGES, 10, 2, 3, 60, 10, 0);
