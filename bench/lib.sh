@@ -271,7 +271,7 @@ bench_run() {
 # BENCH_DISTURBED on every row
 bench_mark() {
   awk -v o="$BENCH_OTHER" -v d="$BENCH_DISTURBED" -v c="$BENCH_COLS" \
-    'NR == 1 { print $0 "," c; next } { print $0 "," o "," d }' "$1"
+    '{ sub(/\r$/, "") } NR == 1 { print $0 "," c; next } { print $0 "," o "," d }' "$1"
 }
 
 # ---------------------------------------------------------------- the CSVs
@@ -301,7 +301,7 @@ bench_append() {
   if [ -s "$2" ] && old=$(head -n 1 "$2") && [ "$old" != "$new" ]; then
     if [ "$old,$BENCH_COLS" = "$new" ]; then
       BENCH_PENDING=$2.tmp.$$
-      awk -v c="$BENCH_COLS" 'NR == 1 { print $0 "," c; next } { print $0 ",," }' "$2" >"$BENCH_PENDING" &&
+      awk -v c="$BENCH_COLS" '{ sub(/\r$/, "") } NR == 1 { print $0 "," c; next } { print $0 ",," }' "$2" >"$BENCH_PENDING" &&
         mv -f "$BENCH_PENDING" "$2" || return 1
       BENCH_PENDING=""
       echo "$BENCH_NAME: $2: added the columns $BENCH_COLS (empty on its $(( $(wc -l <"$2") - 1 )) old rows)" >&2
