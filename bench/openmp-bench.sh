@@ -24,13 +24,13 @@
 # that never gets idle does not stop the benchmark: it says so once ("bench: the machine
 # is busy (N% of a core of outside load); measuring anyway, rows marked disturbed") and
 # measures. Accepted rows are appended to the CSV with two columns after the trainers'
-# schema: other_load_cores (the other load during
-# the run) and disturbed (1 when it exceeded --max-other; a CSV written before these
-# columns gets them, empty on its old rows); then per batch size a table of the median over
-# the R runs of each run's epoch_seconds_median (itself the median of
-# epochs 2..E), the median sync_seconds (per epoch, summed over threads: time in the
-# critical section, or waiting at barriers, as each mode counts it), the speedup vs
-# serial, and how many times faster than PyTorch's best thread count; and verdict lines
+# schema: other_load_cores (the other load during the run, in cores) and disturbed (1
+# when it exceeded --max-other; a CSV written before these columns gets them, empty on
+# its old rows); then per batch size a table of the median over the R runs of each run's
+# epoch_seconds_median (itself the median of epochs 2..E), the median sync_seconds (per
+# epoch, summed over threads: time in the critical section, or waiting at barriers, as
+# each mode counts it), the speedup vs serial, and how many times faster than PyTorch's
+# best thread count; and verdict lines
 # for the targets (best mode at T = 2: >= 1.6x serial at batch 64, >= 1.85x at batch 512;
 # >= 2.5x faster than PyTorch's best); a "*" after a runs count marks a median that
 # includes disturbed rows. The tables: scripts/bench_tables.py openmp.
@@ -47,7 +47,8 @@
 #   --data DIR     data set (default data/fashion)
 #   --train N      use the first N training samples (default all)
 #   --no-torch     leave PyTorch out
-#   --tries N      attempts per run when other load disturbed it (default 3; 1: no check)
+#   --tries N      attempts per run when other load disturbed it (default 3; 1: one
+#                  attempt, no idle wait, its load still measured and marked)
 #   --max-other C  other processes' load tolerated during a run, in cores (default 0.05):
 #                  above it the run is repeated or, on its last try, marked disturbed
 #   --idle-wait S  seconds to wait for an idle machine before a run (default 30; once the
