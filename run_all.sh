@@ -274,11 +274,14 @@ run_logged() {
   return $rc
 }
 # bench LINES-FILTER CMD...: a bench script with its output in the step's log; on success
-# the part of the log that LINES-FILTER (a sed script) selects, else its last lines
+# the part of the log that LINES-FILTER (a sed script) selects, after the script's "the
+# machine is busy" line if it said so, else its last lines
 bench() {
-  local filter=$1; shift
+  local filter=$1 mark; shift
   echo "\$ $*" >>"$log"
+  mark=$(wc -l <"$log")
   if "$@" >>"$log" 2>&1; then
+    tail -n +$((mark + 1)) "$log" | grep -m 1 '^bench: the machine is busy' | sed 's/^/    /' || true
     sed -n "$filter" "$log" | cut -c1-170 | sed 's/^/    /'
   else
     tail -n 5 "$log" | sed 's/^/    ! /'
@@ -490,7 +493,7 @@ hybrid_bench() {
   have_data "$DATA" || return 3
   local args
   read -r -a args <<<"$(by_mode "" "--runs 1 --epochs 2 --train 10000" "--data data/mnist --runs 1 --epochs 2 --train 1000 --batches 64")"
-  bench '/^\$ \|^run /!p' bench/hybrid-bench.sh "${args[@]}" --csv "$results/bench-hybrid.csv"
+  bench '/^\$ \|^\[[0-9]*\/[0-9]*\] \|^bench: /!p' bench/hybrid-bench.sh "${args[@]}" --csv "$results/bench-hybrid.csv"
 }
 hybrid_grid() {
   have_data "$DATA" || return 3

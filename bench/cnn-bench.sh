@@ -17,7 +17,11 @@
 # default); the table prints the policy of every row. Every run: --data (full
 # Fashion-MNIST by default), --batch 32, --lr 0.01, E epochs; the set of 6 runs is
 # repeated R times, interleaved, each run under `flock /tmp/partrain-bench.lock` so that
-# no other benchmark overlaps it. Each run appends a CSV row; the table shows per
+# no other benchmark overlaps it. Each run appends a CSV row: the trainers' schema plus
+# other_load_cores (the other processes' load during the run, in cores) and disturbed (1
+# when it exceeded --max-other; bench_run in bench/lib.sh, which says once when the machine
+# is busy; a CSV written before these columns gets them, empty on its old rows). The table
+# shows per
 # configuration the median over the R runs of each run's epoch_seconds_median (the
 # median of epochs 2..E), its range, samples/s, the speedup over cnn 1x1 and the ratio to
 # PyTorch's single-thread epoch, then the issue's targets: 1x1 <= 0.2 x PyTorch 1 thread,
@@ -25,7 +29,8 @@
 # PyTorch ratio are medians over the rounds of the ratio measured within one round (the
 # k-th run of each configuration): this VM's speed drifts by up to 1.5x from one
 # stretch of seconds to the next, which a same-round ratio largely cancels; the verdict
-# lines list every round's ratio.
+# lines list every round's ratio; a "*" after a runs count: the median includes disturbed
+# rows.
 # How fast the cores ran: every cnn run prints each worker's conv microseconds per sample
 # (epochs 2..E; the conv touches only that thread's own data, so it times the core, not
 # the sharing). Per round, each 2-core worker's speed is 1x1's conv time over its own;
@@ -36,13 +41,18 @@
 # scripts/bench_tables.py cnn.)
 #
 # Usage: bench/cnn-bench.sh [--epochs E] [--runs R] [--data DIR] [--train N] [--csv FILE] [--quick]
+#                           [--tries N] [--max-other C] [--idle-wait S]
 #   --epochs E   epochs per run (default 3: the median is over epochs 2..3)
 #   --runs R     repetitions of the set (default 3)
 #   --data DIR   data set (default data/fashion)
 #   --train N    use the first N training samples (default all)
 #   --csv FILE   where the rows go (default results/bench-cnn.csv)
 #   --quick      smoke test: --train 10000, 2 epochs, 1 run
-# Exit status: 0; 1 when a run fails; 2 on a usage error or a missing prerequisite.
+#   --tries N, --max-other C, --idle-wait S   as in bench/mpi-bench.sh: attempts per run while
+#                other load disturbs it (default 1), the other load in cores above which a
+#                run is disturbed (default 0.05), the idle wait before a run when N > 1 (30 s)
+# Exit status: 0 (also on a busy machine); 1 when a run fails; 2 on a usage error or a
+# missing prerequisite; each with its reason on stderr.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 . bench/lib.sh
@@ -56,6 +66,7 @@ while [ $# -gt 0 ]; do
     --train)  need_value "$@"; train=$2; shift 2 ;;
     --csv)    need_value "$@"; csv=$2; shift 2 ;;
     --quick)  train=10000 epochs=2 runs=1; shift ;;
+    --tries|--max-other|--idle-wait) need_value "$@"; bench_load_option "$1" "$2"; shift 2 ;;
     -h|--help) bench_usage; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
@@ -70,18 +81,20 @@ torch_version=$("$PY" -c 'import torch; print(torch.__version__)' 2>/dev/null) |
   die "$PY cannot import torch (apt-get install python3-torch)"
 cores=$(nproc)
 [ "$cores" -ge 2 ] || echo "cnn-bench: only $cores core(s): the 2-core configurations are oversubscribed"
+bench_check_csv "$csv"
 
-common=(--data "$data" --batch 32 --lr 0.01 --epochs "$epochs" --csv "$csv" --quiet)
+common=(--data "$data" --batch 32 --lr 0.01 --epochs "$epochs" --quiet)
 [ "$train" -eq 0 ] || common+=(--train "$train")
 clean=(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE)
-cores_log=$(mktemp)   # "P T conv-us-per-worker" of every cnn run, in run order
-trap 'rm -f "$cores_log"' EXIT
+bench_tmp
+cores_log=$BENCH_TMP/cores.log   # "P T conv-us-per-worker" of every cnn run, in run order
+: >"$cores_log"
 
 since=$(utc_now)
 echo "cnn-bench: $data$([ "$train" -eq 0 ] || echo " (first $train)"), batch 32, $epochs epochs x $runs runs," \
      "$cores cores, torch $torch_version, OMP_WAIT_POLICY ${OMP_WAIT_POLICY:-unset} (passive where ranks x threads > cores);" \
      "rows -> $csv"
-BENCH_TOTAL=$((runs * 6)) BENCH_WIDTH=10 BENCH_CUT=1000
+BENCH_TOTAL=$((runs * 6)) BENCH_WIDTH=10 BENCH_CUT=1000 BENCH_CSV=$csv
 cnn_run() {   # P T
   local p=$1 t=$2 env=("${clean[@]}") bind=()
   [ "$t" -gt 1 ] && bind=(--bind-to-none)

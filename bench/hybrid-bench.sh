@@ -7,16 +7,25 @@
 # scripts/mpirun.sh --bind-to-none. OMP_WAIT_POLICY: unset (the runtime's default) while
 # P*T <= the cores, passive above (P x T = 2x2 on 2 cores); the table and the CSV column
 # omp_wait_policy say which. The set is repeated R times, interleaved, and every run holds
-# /tmp/partrain-bench.lock (flock) so no other benchmark overlaps it. Every run appends a
-# row to the CSV; then, per batch, the medians over the R runs of each run's
-# epoch_seconds_median (median of epochs 2..E), comm_seconds (inside MPI calls per epoch,
-# mean over ranks) and sync_seconds (barrier waits summed over a rank's threads), and the
-# speedup = serial's epoch time / the configuration's (scripts/bench_tables.py hybrid).
+# /tmp/partrain-bench.lock (flock) so no other benchmark overlaps it (bench_run in
+# bench/lib.sh). Every run gives a row: the trainers' schema plus other_load_cores (the
+# other processes' load during the run, in cores) and disturbed (1 when it exceeded
+# --max-other; the machine being busy is said once); the rows of the whole invocation are
+# appended to the CSV at the end, at once (a CSV written before the two columns gets
+# them, empty on its old rows). Then, per batch, the medians over the R runs of each
+# run's epoch_seconds_median (median of epochs 2..E), comm_seconds (inside MPI calls per
+# epoch, mean over ranks) and sync_seconds (barrier waits summed over a rank's threads),
+# and the speedup = serial's epoch time / the configuration's (scripts/bench_tables.py
+# hybrid; a "*" after a runs count: the median includes disturbed rows).
 #
 # Usage: bench/hybrid-bench.sh [--runs R] [--epochs E] [--batches "64 512"] [--csv FILE]
-#                              [--data DIR] [--train N]
+#                              [--data DIR] [--train N] [--tries N] [--max-other C] [--idle-wait S]
 #   defaults: 3 runs, 4 epochs, batches "64 512", results/bench-hybrid.csv, data/fashion, all samples
-# Exit status: 0; 1 when a run fails; 2 on a usage error or a missing prerequisite.
+#   --tries N, --max-other C, --idle-wait S   as in bench/mpi-bench.sh: attempts per run while
+#                  other load disturbs it (default 1), the other load in cores above which a
+#                  run is disturbed (default 0.05), the idle wait before a run when N > 1 (30 s)
+# Exit status: 0 (also on a busy machine); 1 when a run fails; 2 on a usage error or a
+# missing prerequisite; each with its reason on stderr.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 . bench/lib.sh
@@ -31,32 +40,38 @@ while [ $# -gt 0 ]; do
     --csv)     need_value "$@"; csv=$2; shift 2 ;;
     --data)    need_value "$@"; data=$2; shift 2 ;;
     --train)   need_value "$@"; train=$2; shift 2 ;;
+    --tries|--max-other|--idle-wait) need_value "$@"; bench_load_option "$1" "$2"; shift 2 ;;
     -h|--help) bench_usage; exit 0 ;;
     *) die "unknown option '$1' (see --help)" ;;
   esac
 done
+for v in runs epochs; do [[ ${!v} =~ ^[1-9][0-9]*$ ]] || die "--$v: not a positive integer: '${!v}'"; done
+[[ $train =~ ^[0-9]+$ ]] || die "--train: not a non-negative integer: '$train'"
+for b in $batches; do [[ $b =~ ^[1-9][0-9]*$ ]] || die "--batches: not a positive integer: '$b'"; done
+[ "$csv" != none ] || die "--csv none: the table is built from the rows; give a file"
 need_built serial/serial hybrid/hybrid
-need_tools flock taskset
+need_tools mpirun flock taskset
+[ -d "$data" ] || die "$data missing (run: scripts/get-data.sh)"
+bench_check_csv "$csv"
 cores=$(nproc)
-mkdir -p "$(dirname "$csv")"
-tmp=$(mktemp /tmp/hybrid-bench-XXXXXX.csv); rm -f "$tmp"
-trap 'rm -f "$tmp" "$csv.tmp.$$"' EXIT
 common=(--data "$data" --epochs "$epochs" --quiet)
 [ "$train" = 0 ] || common+=(--train "$train")
 
-for run in $(seq 1 "$runs"); do
+bench_tmp
+rows=$BENCH_TMP/rows.csv   # this invocation's rows, appended to the CSV at the end
+BENCH_CSV=$rows BENCH_TOTAL=$(( runs * $(wc -w <<<"$batches") * (1 + ${#CONFIGS[@]}) )) BENCH_WIDTH=16
+echo "hybrid-bench: $data$([ "$train" = 0 ] || echo " (first $train)"), batches $batches, $epochs epochs x $runs runs, $cores cores; rows -> $csv"
+for _ in $(seq 1 "$runs"); do
   for batch in $batches; do
-    echo "run $run/$runs, batch $batch: serial" >&2
-    flock "$LOCK" taskset -c 1 serial/serial "${common[@]}" --batch "$batch" --csv "$tmp" >/dev/null
+    bench_run "serial b$batch" taskset -c 1 serial/serial "${common[@]}" --batch "$batch"
     for pt in "${CONFIGS[@]}"; do
       p=${pt%x*} t=${pt#*x}
       policy=(); [ $((p * t)) -le "$cores" ] || policy=(OMP_WAIT_POLICY=passive)
-      echo "run $run/$runs, batch $batch: hybrid $pt ${policy[*]:-}" >&2
-      flock "$LOCK" env "${policy[@]}" scripts/mpirun.sh --bind-to-none "$p" hybrid/hybrid "${common[@]}" \
-        --batch "$batch" --threads "$t" --sync allreduce --csv "$tmp" >/dev/null || { echo "$BENCH_NAME: hybrid $pt failed" >&2; exit 1; }
+      bench_run "hybrid $pt b$batch" env "${policy[@]}" scripts/mpirun.sh --bind-to-none "$p" hybrid/hybrid "${common[@]}" \
+        --batch "$batch" --threads "$t" --sync allreduce
     done
   done
 done
-append_rows "$tmp" "$csv"   # all rows at once: an interrupted run leaves the CSV as it was
+bench_append "$rows" "$csv"   # all rows at once: an interrupted run leaves the CSV as it was
 
-"$PY" scripts/bench_tables.py hybrid "$tmp"
+"$PY" scripts/bench_tables.py hybrid "$rows"

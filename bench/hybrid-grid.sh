@@ -6,10 +6,14 @@
 # epoch = median of epochs 2..E) with --sync allreduce, launched by
 # scripts/mpirun.sh --bind-to-none (P > cores: --oversubscribe and mpi_yield_when_idle);
 # OMP_WAIT_POLICY=passive when P*T exceeds the cores, else unset (the CSV column
-# omp_wait_policy records it). Every run holds /tmp/partrain-bench.lock (flock).
-# Writes: CSV rows (--csv, default results/hybrid-grid.csv), the points
+# omp_wait_policy records it). Every run holds /tmp/partrain-bench.lock (flock) and its
+# other load is measured (bench_run in bench/lib.sh): each row gets, after the trainers'
+# schema, other_load_cores (the other processes' load during the run, in cores) and
+# disturbed (1 when it exceeded --max-other; the machine being busy is said once).
+# Writes: CSV rows (--csv, default results/hybrid-grid.csv; all of them at once, at the
+# end; a CSV written before the two columns gets them, empty on its old rows), the points
 # results/hybrid-grid.dat, seed report 001's Table 4 ("expected speedup", its ranges from
-# scripts/seeds.py) with our measured column beside it (--table, default
+# scripts/seeds.py) with our measured column beside it, a disturbed cell marked (--table, default
 # results/hybrid-table4.md; both by scripts/bench_tables.py hybrid-grid), and the heat
 # maps PLOTDIR/hybrid-grid.png (--plots, default plots; none: no figure), drawn from
 # the CSV by scripts/plot.sh (plots/hybrid.gp) as `make plots` does; skipped with a note
@@ -18,7 +22,12 @@
 #
 # Usage: bench/hybrid-grid.sh [--batch B] [--epochs E] [--train N] [--data DIR]
 #                             [--csv FILE] [--dat FILE] [--plots DIR|none] [--table MD]
-# Exit status: 0; 1 when a run fails; 2 on a usage error or a missing prerequisite.
+#                             [--tries N] [--max-other C] [--idle-wait S]
+#   --tries N, --max-other C, --idle-wait S   as in bench/mpi-bench.sh: attempts per run while
+#                  other load disturbs it (default 1), the other load in cores above which a
+#                  run is disturbed (default 0.05), the idle wait before a run when N > 1 (30 s)
+# Exit status: 0 (also on a busy machine); 1 when a run fails; 2 on a usage error or a
+# missing prerequisite; each with its reason on stderr.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 . bench/lib.sh
@@ -35,33 +44,39 @@ while [ $# -gt 0 ]; do
     --dat)    need_value "$@"; dat=$2; shift 2 ;;
     --plots)  need_value "$@"; plotdir=$2; shift 2 ;;
     --table)  need_value "$@"; table=$2; shift 2 ;;
+    --tries|--max-other|--idle-wait) need_value "$@"; bench_load_option "$1" "$2"; shift 2 ;;
     -h|--help) bench_usage; exit 0 ;;
     *) die "unknown option '$1' (see --help)" ;;
   esac
 done
+for v in batch epochs; do [[ ${!v} =~ ^[1-9][0-9]*$ ]] || die "--$v: not a positive integer: '${!v}'"; done
+[[ $train =~ ^[0-9]+$ ]] || die "--train: not a non-negative integer: '$train'"
+[ "$csv" != none ] || die "--csv none: the table is built from the rows; give a file"
 need_built serial/serial hybrid/hybrid
-need_tools flock taskset
+need_tools mpirun flock taskset
+[ -d "$data" ] || die "$data missing (run: scripts/get-data.sh)"
+bench_check_csv "$csv"
 cores=$(nproc)
-mkdir -p "$(dirname "$csv")" "$(dirname "$dat")" "$(dirname "$table")"
-tmp=$(mktemp /tmp/hybrid-grid-XXXXXX.csv); rm -f "$tmp"
-trap 'rm -f "$tmp" "$csv.tmp.$$"' EXIT
+mkdir -p "$(dirname "$dat")" "$(dirname "$table")"
 common=(--data "$data" --epochs "$epochs" --batch "$batch" --quiet)
 [ "$train" = 0 ] || common+=(--train "$train")
 
-echo "serial" >&2
-flock "$LOCK" taskset -c 1 serial/serial "${common[@]}" --csv "$tmp" >/dev/null
+bench_tmp
+rows=$BENCH_TMP/rows.csv   # this invocation's rows, appended to the CSV at the end
+BENCH_CSV=$rows BENCH_TOTAL=10 BENCH_WIDTH=16
+echo "hybrid-grid: $data$([ "$train" = 0 ] || echo " (first $train)"), batch $batch, $epochs epochs, $cores cores; rows -> $csv"
+bench_run "serial" taskset -c 1 serial/serial "${common[@]}"
 for p in 1 2 4; do
   for t in 1 2 4; do
     policy=(); [ $((p * t)) -le "$cores" ] || policy=(OMP_WAIT_POLICY=passive)
-    echo "hybrid ${p}x$t ${policy[*]:-}" >&2
-    flock "$LOCK" env "${policy[@]}" scripts/mpirun.sh --bind-to-none $p hybrid/hybrid "${common[@]}" \
-      --threads $t --sync allreduce --csv "$tmp" >/dev/null || { echo "$BENCH_NAME: ${p}x$t failed" >&2; exit 1; }
+    bench_run "hybrid ${p}x$t" env "${policy[@]}" scripts/mpirun.sh --bind-to-none $p hybrid/hybrid "${common[@]}" \
+      --threads $t --sync allreduce
   done
 done
-append_rows "$tmp" "$csv"   # all rows at once: an interrupted run leaves the CSV as it was
+bench_append "$rows" "$csv"   # all rows at once: an interrupted run leaves the CSV as it was
 
 # the points (P T epoch_s speedup policy) and seed report 001's Table 4, from this run's rows
-"$PY" scripts/bench_tables.py hybrid-grid "$tmp" --dat "$dat" --table "$table" --data "$data" --batch "$batch" \
+"$PY" scripts/bench_tables.py hybrid-grid "$rows" --dat "$dat" --table "$table" --data "$data" --batch "$batch" \
   --epochs "$epochs" --cores "$cores"
 
 if [ "$plotdir" = none ]; then

@@ -13,10 +13,26 @@
 #   variant_table PROG, variant_names PROG, variant_flags PROG NAME, load_variants PROG
 #                     PROG's variants, from `PROG --list-variants` (NAME<TAB>FLAGS<TAB>DESCRIPTION)
 #   cpu_ticks, wait_idle LIMIT WINDOW PCT    the idle check of a shared machine
-#   idle_or_busy LIMIT WINDOW PCT   wait_idle that says once "the machine is busy" (BENCH_BUSY)
-#   bench_run LABEL CMD...   one timed run under the lock, its summary line shown
+#   idle_or_busy LIMIT WINDOW PCT   wait_idle that says once "the machine is busy" (bench_busy)
+#   bench_load_option OPT VALUE     the options --tries N, --max-other C, --idle-wait S of every
+#                     benchmark that writes rows (BENCH_TRIES, BENCH_MAX_OTHER: default 0.05
+#                     cores, BENCH_IDLE_WAIT)
+#   bench_run LABEL CMD...   one timed run under the lock, its summary line shown; the other
+#                     load during it measured (other_load_cores) and, with BENCH_CSV set,
+#                     the trainer's row appended there with the columns other_load_cores,
+#                     disturbed (1: above BENCH_MAX_OTHER); repeated while disturbed (BENCH_TRIES)
+#   bench_check_csv CSV       exit 2 unless CSV is absent, empty or a results CSV of this version
+#   bench_append NEW CSV      NEW's rows appended to CSV, an older CSV's header upgraded once
 #   append_rows NEW CSV       NEW's rows appended to CSV atomically (header once)
+#   bench_tmp         BENCH_TMP, a temporary directory removed on exit (the EXIT trap)
+#   bench_at_exit CMD CMD run on exit too (scripts set no EXIT trap of their own)
 #   utc_now           the time in the CSVs' timestamp format
+# A machine that does not get quiet never stops a benchmark: it prints once
+#   bench: the machine is busy (N% of a core of outside load); measuring anyway, rows marked disturbed
+# and every row measured while other load exceeded --max-other has disturbed=1.
+# Every bench/*.sh that ends with a non-zero status says why in one line on stderr: its
+# own checks (die: exit 2; a failed run: exit 1) or, for any other failing command under
+# set -e, the ERR trap below.
 # Shell only; no global state beyond the variables named here and BENCH_*.
 # shellcheck shell=bash
 # shellcheck disable=SC2034  # PY, VARIANT_FLAGS, BENCH_*: for the scripts that source this
@@ -88,8 +104,14 @@ variant_flags() {   # PROG NAME: the flags that select NAME (e.g. "--kernel tile
 }
 
 # ---------------------------------------------------------------- idle check
-# cpu_ticks: "BUSY TOTAL" jiffies of all CPUs (/proc/stat; iowait is neither busy nor idle)
-cpu_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9 }' /proc/stat; }
+# cpu_ticks: "BUSY TOTAL" jiffies of all CPUs (/proc/stat; iowait is neither busy nor idle);
+# bench_ticks: the same into BENCH_TICKS_BUSY and BENCH_TICKS_TOTAL, without a process
+bench_ticks() {
+  local u n s i w q sq st
+  read -r _ u n s i w q sq st _ </proc/stat
+  BENCH_TICKS_BUSY=$((u + n + s + q + sq + st)) BENCH_TICKS_TOTAL=$((u + n + s + i + w + q + sq + st))
+}
+cpu_ticks() { bench_ticks; echo "$BENCH_TICKS_BUSY $BENCH_TICKS_TOTAL"; }
 # wait_idle LIMIT WINDOW PCT: wait up to LIMIT seconds for WINDOW seconds in which the CPUs
 # were at least PCT % idle; status 1 (and BENCH_IDLE, the last window's idle %) when the
 # limit passed first
@@ -103,53 +125,199 @@ wait_idle() {
   done
   return 1
 }
-# idle_or_busy LIMIT WINDOW PCT: wait_idle, but never a reason to stop: when the machine
-# does not get idle, the benchmark measures anyway. The first time, one line on stderr
+# bench_busy PCT: the one line (once per script, BENCH_BUSY=1) that says the machine is
+# busy, PCT: the outside load in % of a core
 #   bench: the machine is busy (N% of a core of outside load); measuring anyway, rows marked disturbed
-# and BENCH_BUSY=1; from then on each wait is one WINDOW (the machine may calm down).
+BENCH_BUSY=0
+bench_busy() {
+  [ "$BENCH_BUSY" = 0 ] || return 0
+  BENCH_BUSY=1
+  echo "bench: the machine is busy ($1% of a core of outside load); measuring anyway, rows marked disturbed" >&2
+}
+# idle_or_busy LIMIT WINDOW PCT: wait_idle, but never a reason to stop: when the machine
+# does not get idle, the benchmark measures anyway (bench_busy says so, the first time);
+# from then on each wait is one WINDOW (the machine may calm down).
 # Status 0 when the machine was idle, 1 when busy (for `if`; never fatal under set -e
 # when used as `idle_or_busy ... || true` or in a condition).
-BENCH_BUSY=0
 idle_or_busy() {
   local limit=$1
   [ "$BENCH_BUSY" = 0 ] || limit=$2
   wait_idle "$limit" "$2" "$3" && return 0
-  if [ "$BENCH_BUSY" = 0 ]; then
-    BENCH_BUSY=1
-    echo "bench: the machine is busy ($(( (100 - BENCH_IDLE) * $(nproc) ))% of a core of outside load); measuring anyway, rows marked disturbed" >&2
-  fi
+  bench_busy $(( (100 - BENCH_IDLE) * $(nproc) ))
   return 1
 }
 
-# ---------------------------------------------------------------- one timed run
-# bench_run LABEL CMD...: CMD under the benchmark lock (BENCH_WAIT, if set, is run inside
-# the lock first: an idle check); its output in BENCH_OUT. A failure prints the output and
-# "NAME: run k/total (LABEL) failed" and exits 1; otherwise the line
-#   [k/total] LABEL  SUMMARY
-# (BENCH_TOTAL runs in all; LABEL padded to BENCH_WIDTH; SUMMARY: the output's last line,
-# cut to BENCH_CUT characters). BENCH_K counts the runs.
-BENCH_K=0 BENCH_TOTAL=0 BENCH_WIDTH=22 BENCH_CUT=150 BENCH_WAIT="" BENCH_OUT=""
-bench_run() {
-  local label=$1 rc=0; shift
-  BENCH_K=$((BENCH_K + 1))
-  exec 9>>"$LOCK"
-  flock 9                      # no other benchmark runs meanwhile
-  [ -z "$BENCH_WAIT" ] || $BENCH_WAIT
-  BENCH_OUT=$("$@" 9>&- 2>&1) || rc=$?
-  flock -u 9
-  exec 9>&-
-  if [ $rc -ne 0 ]; then
-    printf '%s\n' "$BENCH_OUT" >&2
-    echo "$BENCH_NAME: run $BENCH_K/$BENCH_TOTAL ($label) failed" >&2
-    exit 1
-  fi
-  printf "[%d/%d] %-${BENCH_WIDTH}s %s\n" "$BENCH_K" "$BENCH_TOTAL" "$label" \
-    "$(printf '%s\n' "$BENCH_OUT" | tail -n 1 | cut -c1-"$BENCH_CUT")"
+# ---------------------------------------------------------------- the load during a run
+# Other work on a shared machine slows a run (a threaded one most: a thread that loses its
+# core stalls every barrier of its team). bench_run measures it for every run: the CPU time
+# all CPUs were busy (/proc/stat) minus the CPU time of this script's finished children
+# (the run itself: bash's `times`), over the run's wall time, in cores. Above
+# BENCH_MAX_OTHER the run is "disturbed": it is repeated (up to BENCH_TRIES attempts in all,
+# each after an idle check), and a run that never got a quiet machine is kept, marked.
+# The scripts set these from their options --max-other C, --tries N, --idle-wait S
+# (bench_load_option):
+BENCH_MAX_OTHER=0.05   # cores of other load above which a run is disturbed (default 0.05)
+BENCH_TRIES=1          # attempts per run while disturbed; above 1, an idle check before each
+BENCH_IDLE_WAIT=30     # seconds the first idle check waits for 2 s with the CPUs >= 97 % idle
+BENCH_COLS=other_load_cores,disturbed   # the columns bench_run adds after the trainers' schema
+# bench_load_option OPT VALUE: OPT one of --tries, --max-other, --idle-wait (checked);
+# status 1 for any other OPT
+bench_load_option() {
+  case $1 in
+    --tries) [[ $2 =~ ^[1-9][0-9]*$ ]] || die "--tries: not a positive integer: '$2'"; BENCH_TRIES=$2 ;;
+    --max-other) [[ $2 =~ ^[0-9]*\.?[0-9]+$ ]] || die "--max-other: not a number of cores: '$2'"; BENCH_MAX_OTHER=$2 ;;
+    --idle-wait) [[ $2 =~ ^[0-9]+$ ]] || die "--idle-wait: not a non-negative integer: '$2'"; BENCH_IDLE_WAIT=$2 ;;
+    *) return 1 ;;
+  esac
+}
+# bench_tmp: BENCH_TMP, a temporary directory removed when the script exits (the EXIT
+# trap, bench_exit; with BENCH_PENDING, an append_rows in progress); call it in the
+# script's own shell. bench_at_exit CMD: CMD (a string, eval'ed) run at exit too, the one
+# way for a script to add to the EXIT trap
+BENCH_TMP="" BENCH_PENDING="" BENCH_AT_EXIT=""
+bench_exit() {
+  [ -z "$BENCH_TMP" ] || rm -rf "$BENCH_TMP"
+  [ -z "$BENCH_PENDING" ] || rm -f "$BENCH_PENDING"
+  eval "$BENCH_AT_EXIT"
+}
+bench_at_exit() { BENCH_AT_EXIT+="$1"$'\n'; trap bench_exit EXIT; }
+bench_tmp() {
+  [ -z "$BENCH_TMP" ] || return 0
+  BENCH_TMP=$(mktemp -d "/tmp/$BENCH_NAME-XXXXXX")
+  BENCH_HZ=$(getconf CLK_TCK)
+  trap bench_exit EXIT
+}
+# bench_children_cpu: CPU seconds (user + system) of this shell's finished children, as
+# "S.mmm", without a process (`times` must run in the script's shell, not in $(...))
+bench_children_cpu() {
+  local u s
+  times >"$BENCH_TMP/times"
+  { read -r _ _; read -r u s; } <"$BENCH_TMP/times"
+  BENCH_CHILDREN=("$u" "$s")
+}
+# bench_load_start, bench_load_end: around a run; bench_load_end sets BENCH_OTHER (the other
+# load in cores, "0.123") and BENCH_DISTURBED (1 when above BENCH_MAX_OTHER, else 0)
+bench_load_start() {
+  bench_children_cpu; BENCH_C0=("${BENCH_CHILDREN[@]}")
+  bench_ticks; BENCH_B0=$BENCH_TICKS_BUSY; BENCH_W0=${EPOCHREALTIME/,/.}
+}
+bench_load_end() {
+  local w1=${EPOCHREALTIME/,/.}
+  bench_ticks; bench_children_cpu
+  read -r BENCH_OTHER BENCH_DISTURBED < <(awk -v b=$((BENCH_TICKS_BUSY - BENCH_B0)) -v hz="$BENCH_HZ" \
+    -v w0="$BENCH_W0" -v w1="$w1" -v m="$BENCH_MAX_OTHER" -v c="${BENCH_C0[*]} ${BENCH_CHILDREN[*]}" '
+    function sec(t,   a) { split(t, a, "m"); return a[1] * 60 + a[2] }   # "1m2.345s"
+    BEGIN { split(c, x, " "); ours = sec(x[3]) + sec(x[4]) - sec(x[1]) - sec(x[2]); w = w1 - w0
+            o = w > 0 ? (b / hz - ours) / w : 0; if (o < 0) o = 0
+            printf "%.3f %d\n", o, (o > m) }')
 }
 
+# ---------------------------------------------------------------- one timed run
+# bench_run LABEL CMD...: one timed run of CMD under the benchmark lock (no other benchmark
+# of the suite runs meanwhile), its other load measured (above). With BENCH_CSV set, CMD
+# is a trainer (or bench/torch_mlp.py): it gets `--csv TMP` (a fresh file per attempt), and
+# its row is appended to BENCH_CSV with two more columns, other_load_cores and disturbed
+# (bench_append: an older CSV gets them first). A disturbed attempt is repeated while
+# attempts are left (BENCH_TRIES); the first disturbed row kept makes bench_busy say once
+# that the machine is busy. Output in BENCH_OUT, the load in BENCH_OTHER, BENCH_DISTURBED.
+# A failure prints the output and "NAME: run k/total (LABEL) failed (exit S)" and exits 1;
+# otherwise the line
+#   [k/total] LABEL  SUMMARY  [other load C cores, attempt A] [disturbed]
+# (BENCH_TOTAL runs in all; LABEL padded to BENCH_WIDTH; SUMMARY: the trainer's summary
+# line, "PROGRAM: ... | ...", else the last line of the output, without its "| csv FILE"
+# and cut to BENCH_CUT characters; ", attempt A" only after a repetition, "[disturbed]"
+# only when marked; BENCH_CUT=0: no SUMMARY, the whole output follows, indented). BENCH_K
+# counts the runs.
+BENCH_K=0 BENCH_TOTAL=0 BENCH_WIDTH=22 BENCH_CUT=150 BENCH_OUT="" BENCH_CSV=""
+BENCH_OTHER=0 BENCH_DISTURBED=0
+bench_run() {
+  local label=$1 rc=0 attempt cmd row summary; shift
+  BENCH_K=$((BENCH_K + 1))
+  bench_tmp
+  row=$BENCH_TMP/row.csv cmd=("$@")
+  [ -z "$BENCH_CSV" ] || cmd+=(--csv "$row")
+  exec 9>>"$LOCK"
+  flock 9                      # no other benchmark runs meanwhile
+  for ((attempt = 1; attempt <= BENCH_TRIES; attempt++)); do
+    # up to BENCH_IDLE_WAIT s for 2 s with the CPUs >= 97 % idle; a busy machine is measured anyway
+    [ "$BENCH_TRIES" -eq 1 ] || idle_or_busy "$BENCH_IDLE_WAIT" 2 97 || true
+    rm -f "$row"
+    bench_load_start
+    rc=0; BENCH_OUT=$("${cmd[@]}" 9>&- 2>&1) || rc=$?
+    bench_load_end
+    if [ $rc -ne 0 ] || [ "$BENCH_DISTURBED" = 0 ]; then break; fi
+  done
+  flock -u 9
+  exec 9>&-
+  [ "$attempt" -le "$BENCH_TRIES" ] || attempt=$BENCH_TRIES
+  if [ $rc -ne 0 ]; then
+    printf '%s\n' "$BENCH_OUT" >&2
+    echo "$BENCH_NAME: run $BENCH_K/$BENCH_TOTAL ($label) failed (exit $rc)" >&2
+    exit 1
+  fi
+  [ "$BENCH_DISTURBED" = 0 ] || bench_busy "$(awk -v o="$BENCH_OTHER" 'BEGIN { printf "%d", o * 100 }')"
+  if [ -n "$BENCH_CSV" ]; then
+    [ -s "$row" ] || { echo "$BENCH_NAME: run $BENCH_K/$BENCH_TOTAL ($label) wrote no CSV row (${cmd[*]})" >&2; exit 1; }
+    bench_mark "$row" >"$BENCH_TMP/marked.csv"
+    bench_append "$BENCH_TMP/marked.csv" "$BENCH_CSV"
+  fi
+  summary=$(printf '%s\n' "$BENCH_OUT" | grep -E '^[a-z]+: .*\| ' | tail -n 1) || summary=$(printf '%s\n' "$BENCH_OUT" | tail -n 1)
+  [ "$BENCH_CUT" -gt 0 ] && summary=$(printf '%s\n' "$summary" | sed 's/ | csv .*//' | cut -c1-"$BENCH_CUT") || summary=""
+  printf "[%d/%d] %-${BENCH_WIDTH}s %s  [other load %s cores%s]%s\n" "$BENCH_K" "$BENCH_TOTAL" "$label" "$summary" \
+    "$BENCH_OTHER" "$([ "$attempt" -eq 1 ] || echo ", attempt $attempt")" "$([ "$BENCH_DISTURBED" = 0 ] || echo " [disturbed]")"
+  [ "$BENCH_CUT" -gt 0 ] || printf '%s\n' "$BENCH_OUT" | sed 's/^/  /'
+}
+# bench_mark CSV: CSV (a trainer's rows) with the columns BENCH_COLS added: BENCH_OTHER and
+# BENCH_DISTURBED on every row
+bench_mark() {
+  awk -v o="$BENCH_OTHER" -v d="$BENCH_DISTURBED" -v c="$BENCH_COLS" \
+    '{ sub(/\r$/, "") } NR == 1 { print $0 "," c; next } { print $0 "," o "," d }' "$1"
+}
+
+# ---------------------------------------------------------------- the CSVs
+# bench_results_header: the trainers' CSV header (RESULTS_HEADER in common/results.h, as
+# scripts/partrain.py reads it)
+bench_results_header() {
+  sed -n '/#define RESULTS_HEADER/,/[^\\]$/p' common/results.h | grep -o '"[^"]*"' | tr -d '"\n'
+}
+# bench_check_csv CSV: before any run, exit 2 (with the reason) unless CSV is missing,
+# empty, or headed by the trainers' schema (with or without BENCH_COLS); its directory is
+# created
+bench_check_csv() {
+  local h schema
+  mkdir -p "$(dirname "$1")"
+  [ -s "$1" ] || return 0
+  h=$(head -n 1 "$1") schema=$(bench_results_header)
+  [ "$h" = "$schema" ] || [ "$h" = "$schema,$BENCH_COLS" ] ||
+    die "$1: not a results CSV of this version (its header: $(cut -c1-60 <<<"$h")...): move it away or give another --csv"
+}
+# bench_append NEW CSV: NEW's rows (header: the trainers' schema plus BENCH_COLS) appended
+# to CSV (append_rows). A CSV written before those columns (its header: the schema alone)
+# gets them first, empty on its old rows, with one line on stderr; a CSV with any other
+# header is left alone: exit 2 with the reason.
+bench_append() {
+  local new old
+  new=$(head -n 1 "$1")
+  if [ -s "$2" ] && old=$(head -n 1 "$2") && [ "$old" != "$new" ]; then
+    if [ "$old,$BENCH_COLS" = "$new" ]; then
+      BENCH_PENDING=$2.tmp.$$
+      awk -v c="$BENCH_COLS" '{ sub(/\r$/, "") } NR == 1 { print $0 "," c; next } { print $0 ",," }' "$2" >"$BENCH_PENDING" &&
+        mv -f "$BENCH_PENDING" "$2" || return 1
+      BENCH_PENDING=""
+      echo "$BENCH_NAME: $2: added the columns $BENCH_COLS (empty on its $(( $(wc -l <"$2") - 1 )) old rows)" >&2
+    else
+      echo "$BENCH_NAME: $2: its header is not this run's (the trainers' schema plus $BENCH_COLS): not appending to it (move it away or give another --csv)" >&2
+      exit 2
+    fi
+  fi
+  append_rows "$1" "$2"
+}
 # append_rows NEW CSV: the rows of NEW (a CSV with its header) appended to CSV; the old file
 # plus the rows go to a temporary file next to it, renamed over it, so an interrupted run
 # leaves CSV as it was, never half-written
 append_rows() {
-  { if [ -s "$2" ]; then cat "$2"; tail -n +2 "$1"; else cat "$1"; fi; } >"$2.tmp.$$" && mv -f "$2.tmp.$$" "$2"
+  BENCH_PENDING=$2.tmp.$$
+  { if [ -s "$2" ]; then cat "$2"; tail -n +2 "$1"; else cat "$1"; fi; } >"$BENCH_PENDING" &&
+    mv -f "$BENCH_PENDING" "$2" || return 1
+  BENCH_PENDING=""
 }

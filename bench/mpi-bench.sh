@@ -7,7 +7,10 @@
 # each rank bound to its own core). The whole set is repeated R times, interleaved, so
 # slow drifts of the machine hit every configuration alike, and every run holds
 # /tmp/partrain-bench.lock (flock) so no other benchmark overlaps it. Every run appends a
-# row to the CSV; then, per batch, a table of the medians over the R runs of each run's
+# row to the CSV: the trainers' schema plus other_load_cores (the other processes' load
+# during the run, in cores) and disturbed (1 when it exceeded --max-other: bench_run in
+# bench/lib.sh, which also says once when the machine is busy; a CSV written before these
+# columns gets them, empty on its old rows); then, per batch, a table of the medians over the R runs of each run's
 # epoch_seconds_median (median of epochs 2..E) and comm_seconds (seconds inside MPI
 # calls per epoch, mean over ranks; for overlap: the communication left exposed), the
 # comm share, and the speedup = serial's epoch time / the configuration's; beside them
@@ -15,13 +18,15 @@
 # on a machine shared with other jobs, interference only ever adds time, so a large
 # gap between the two columns says the medians are disturbed. The verdict line checks
 # the target on the medians: best variant at P = 2, batch 512 >= 1.7x serial (the
-# tables: scripts/bench_tables.py mpi).
+# tables: scripts/bench_tables.py mpi; a "*" after a runs count: the median includes
+# disturbed rows).
 # Finally bench/mpi-overlap.c (built with mpicc into a temporary directory) measures
 # whether a non-blocking Iallreduce advances while a rank computes without MPI calls.
 # No OpenMP anywhere: OMP_WAIT_POLICY is irrelevant and left unset.
 #
 # Usage: bench/mpi-bench.sh [--runs R] [--epochs E] [--batches "64 512"] [--csv FILE]
 #                           [--data DIR] [--train N] [--quick]
+#                           [--tries N] [--max-other C] [--idle-wait S]
 #   --runs R       repetitions of the set (default 3)
 #   --epochs E     epochs per run (default 5: the median is over epochs 2..5)
 #   --batches L    space-separated global batch sizes (default "64 512")
@@ -29,15 +34,17 @@
 #   --data DIR     data set (default data/fashion)
 #   --train N      use the first N training samples (default all)
 #   --quick        smoke test: --train 10000, 3 epochs, 1 run
-#   --wait-idle S  before each run wait (up to S seconds) until the CPUs were >= 90 %
-#                  idle for one second: on a machine shared with other jobs that do
-#                  not take the lock (default 0: do not wait)
+#   --tries N      attempts per run while other load disturbs it (default 1: measure once)
+#   --max-other C  other load tolerated during a run, in cores (default 0.05): above it
+#                  the run is repeated or, on its last try, marked disturbed
+#   --idle-wait S  with --tries > 1: before a run wait up to S seconds (default 30) for 2 s
+#                  with the CPUs >= 97 % idle (once the machine was found busy: one 2 s check)
 # Exit status: 0; 1 when a run fails; 2 on a usage error or a missing prerequisite.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 . bench/lib.sh
 
-runs=3 epochs=5 batches="64 512" csv=results/bench-mpi.csv data=data/fashion train=0 wait_idle=0
+runs=3 epochs=5 batches="64 512" csv=results/bench-mpi.csv data=data/fashion train=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --runs)    need_value "$@"; runs=$2; shift 2 ;;
@@ -47,12 +54,12 @@ while [ $# -gt 0 ]; do
     --data)    need_value "$@"; data=$2; shift 2 ;;
     --train)   need_value "$@"; train=$2; shift 2 ;;
     --quick)   train=10000 epochs=3 runs=1; shift ;;
-    --wait-idle) need_value "$@"; wait_idle=$2; shift 2 ;;
+    --tries|--max-other|--idle-wait) need_value "$@"; bench_load_option "$1" "$2"; shift 2 ;;
     -h|--help) bench_usage; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
 done
-for v in runs epochs train wait_idle; do [[ ${!v} =~ ^[0-9]+$ ]] || die "--$v: not a non-negative integer: '${!v}'"; done
+for v in runs epochs train; do [[ ${!v} =~ ^[0-9]+$ ]] || die "--$v: not a non-negative integer: '${!v}'"; done
 for b in $batches; do [[ $b =~ ^[1-9][0-9]*$ ]] || die "--batches: not a positive integer: '$b'"; done
 [ "$epochs" -ge 2 ] && [ "$runs" -ge 1 ] || die "--epochs must be >= 2 and --runs >= 1"
 [ "$csv" != none ] || die "--csv none: the table is built from the CSV; give a file"
@@ -61,21 +68,16 @@ need_tools mpirun flock taskset
 need_built serial/serial mpi/mpi
 [ -d "$data" ] || die "$data missing (run: scripts/get-data.sh)"
 load_variants mpi/mpi || exit 2
-mkdir -p "$(dirname "$csv")"
+bench_check_csv "$csv"
 
-common=(--data "$data" --epochs "$epochs" --csv "$csv" --quiet)
+common=(--data "$data" --epochs "$epochs" --quiet)
 [ "$train" -eq 0 ] || common+=(--train "$train")
 serial=(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 taskset -c 0 serial/serial)
 since=$(utc_now)
 nb=$(wc -w <<<"$batches")
-BENCH_TOTAL=$(( runs * nb * (1 + 2 * ${#VARIANTS[@]}) ))
+BENCH_TOTAL=$(( runs * nb * (1 + 2 * ${#VARIANTS[@]}) )) BENCH_CSV=$csv
 echo "mpi-bench: $data$([ "$train" -eq 0 ] || echo " (first $train)"), batches $batches, $epochs epochs x $runs runs," \
      "$(nproc) cores; rows -> $csv"
-wait_for_idle() {   # inside the lock, before a run: --wait-idle S seconds for 1 s with the CPUs >= 90 % idle
-  [ "$wait_idle" -gt 0 ] || return 0
-  wait_idle "$wait_idle" 1 90 || echo "  (machine only $BENCH_IDLE % idle after ${wait_idle} s: running anyway)"
-}
-BENCH_WAIT=wait_for_idle
 for r in $(seq 1 "$runs"); do
   for b in $batches; do
     bench_run "serial b$b" "${serial[@]}" --batch "$b" "${common[@]}"
@@ -93,15 +95,14 @@ echo "median over $runs run(s) of each run's median epoch (epochs 2..$epochs); c
 "$PY" scripts/bench_tables.py mpi "$csv" --since "$since" --epochs "$epochs" --train "$train"
 
 # does a non-blocking allreduce progress while the rank computes? (see bench/mpi-overlap.c)
+# (no row: its load is shown, not recorded)
 if command -v mpicc >/dev/null; then
-  tmp=$(mktemp -d /tmp/partrain-mpi-bench-XXXXXX)
-  trap 'rm -rf "$tmp"' EXIT
-  mpicc -std=c11 -O2 bench/mpi-overlap.c -o "$tmp/mpi-overlap"
+  bench_tmp
+  mpicc -std=c11 -O2 bench/mpi-overlap.c -o "$BENCH_TMP/mpi-overlap"
   echo
   echo "overlap microbenchmark (bench/mpi-overlap.c, 2 ranks, each bound to its core):"
-  exec 9>>"$LOCK"; flock 9; wait_for_idle
-  scripts/mpirun.sh 2 "$tmp/mpi-overlap" --iters 300 --compute-us 1500 --poke-us 100 | sed 's/^/  /'
-  flock -u 9; exec 9>&-
+  BENCH_CSV="" BENCH_TOTAL=$((BENCH_TOTAL + 1)) BENCH_CUT=0
+  bench_run "mpi-overlap" scripts/mpirun.sh 2 "$BENCH_TMP/mpi-overlap" --iters 300 --compute-us 1500 --poke-us 100
 else
   echo "mpi-bench: mpicc missing: overlap microbenchmark skipped (apt-get install libopenmpi-dev)"
 fi

@@ -16,20 +16,28 @@
 # --mca mpi_yield_when_idle 1): on a 2-core machine P = 4, 8 show what sharing cores
 # costs, not more parallelism. No OpenMP: OMP_WAIT_POLICY is irrelevant and unset.
 # Every run holds /tmp/partrain-bench.lock (flock), so no other benchmark overlaps it;
-# one run per configuration (bench/mpi-bench.sh takes medians of repeated runs).
+# one run per configuration (bench/mpi-bench.sh takes medians of repeated runs). Each row
+# is the trainers' schema plus other_load_cores (the other processes' load during the run,
+# in cores) and disturbed (1 when it exceeded --max-other; bench_run in bench/lib.sh,
+# which says once when the machine is busy; a CSV written before these columns gets them,
+# empty on its old rows).
 # The figures are drawn from the CSVs alone by scripts/plot.sh (plots/mpi-scaling.png,
-# plots/mpi-comm.png).
+# plots/mpi-comm.png; their titles count the disturbed runs).
 #
 # Usage: bench/mpi-sweep.sh [--results DIR] [--ranks "1 2 4 8"] [--epochs E] [--batch B]
 #                           [--per-rank N] [--per-rank-batch B] [--only strong,weak,pipeline]
 #                           [--data DIR] [--train N] [--stages "1 2 3"] [--microbatches "1 4 8"]
-#                           [--quick]
+#                           [--quick] [--tries N] [--max-other C] [--idle-wait S]
 #   --results DIR   where the CSVs go (default results)
 #   --train N       training samples of the strong and pipeline sweeps (default all)
 #   --stages L      pipeline stages P (default "1 2 3"); --microbatches L: M (default "1 4 8")
 #   --quick         smoke run: strong on 12,000 samples, weak with 1,500 per rank,
 #                   ranks 1 2 4, 2 epochs
-# Exit status: 0; 1 when a run fails; 2 on a usage error or a missing prerequisite.
+#   --tries N, --max-other C, --idle-wait S   as in bench/mpi-bench.sh: attempts per run while
+#                   other load disturbs it (default 1), the other load in cores above which
+#                   a run is disturbed (default 0.05), the idle wait before a run when N > 1
+# Exit status: 0 (also on a busy machine); 1 when a run fails; 2 on a usage error or a
+# missing prerequisite; each with its reason on stderr.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 . bench/lib.sh
@@ -50,6 +58,7 @@ while [ $# -gt 0 ]; do
     --stages)         need_value "$@"; stages=$2; shift 2 ;;
     --microbatches)   need_value "$@"; microbatches=$2; shift 2 ;;
     --quick)          strong_train=12000 per_rank=1500 ranks="1 2 4" epochs=2; shift ;;
+    --tries|--max-other|--idle-wait) need_value "$@"; bench_load_option "$1" "$2"; shift 2 ;;
     -h|--help) bench_usage; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
@@ -67,22 +76,21 @@ load_variants mpi/mpi || exit 2
 mkdir -p "$results"
 wants() { [[ ",$only," == *",$1,"* ]]; }
 
-run() {   # label, command...: one locked run, its summary line shown
-  local label=$1; shift
-  local out
-  if ! out=$(flock "$LOCK" "$@" 2>&1); then
-    printf '%s\n' "$out" | tail -n 8 >&2
-    echo "mpi-sweep: $label failed: $*" >&2
-    exit 1
-  fi
-  printf '  %-30s %s\n' "$label" "$(printf '%s\n' "$out" | grep -E '^(serial|mpi|pipeline): .*\|' | tail -n 1 | cut -c1-140)"
-  printf '%s\n' "$out" | grep -E '^pipeline: measured bubble' | sed 's/^/  /' || true
+run() {   # label, command...: one locked run (bench_run), the pipeline's bubble line shown too
+  bench_run "$@"
+  printf '%s\n' "$BENCH_OUT" | grep -E '^pipeline: measured bubble' | sed 's/^/  /' || true
 }
+nr=$(wc -w <<<"$ranks") nv=${#VARIANTS[@]}   # the runs of each part, for bench_run's [k/total]
+BENCH_TOTAL=0 BENCH_WIDTH=34 BENCH_CUT=140
+if wants strong; then BENCH_TOTAL=$((BENCH_TOTAL + 1 + nr * nv)); fi
+if wants weak; then BENCH_TOTAL=$((BENCH_TOTAL + nr * nv)); fi
+if wants pipeline; then BENCH_TOTAL=$((BENCH_TOTAL + $(wc -w <<<"$stages") * $(wc -w <<<"$microbatches"))); fi
 echo "mpi-sweep: $data, $(nproc) cores, ranks $ranks, $epochs epochs per run; CSVs in $results/"
 
 if wants strong; then
-  csv=$results/mpi-strong.csv
-  args=(--data "$data" --batch "$batch" --epochs "$epochs" --csv "$csv" --quiet)
+  csv=$results/mpi-strong.csv BENCH_CSV=$results/mpi-strong.csv
+  bench_check_csv "$csv"
+  args=(--data "$data" --batch "$batch" --epochs "$epochs" --quiet)
   [ "$strong_train" -eq 0 ] || args+=(--train "$strong_train")
   echo "strong scaling: $([ "$strong_train" -eq 0 ] && echo 'all training samples' || echo "$strong_train samples"), global batch $batch -> $csv"
   run "serial (1 core)" env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 taskset -c 0 serial/serial "${args[@]}"
@@ -93,20 +101,22 @@ if wants strong; then
 fi
 
 if wants weak; then
-  csv=$results/mpi-weak.csv
+  csv=$results/mpi-weak.csv BENCH_CSV=$results/mpi-weak.csv
+  bench_check_csv "$csv"
   echo "weak scaling: $per_rank samples and $per_rank_batch rows per step per rank -> $csv"
   for p in $ranks; do
     for s in "${VARIANTS[@]}"; do
       # shellcheck disable=SC2086  # the variant's flags
       run "mpi $s P=$p (train $((per_rank * p)))" scripts/mpirun.sh "$p" mpi/mpi ${VARIANT_FLAGS[$s]} --data "$data" \
-        --train $((per_rank * p)) --batch-per-rank "$per_rank_batch" --epochs "$epochs" --csv "$csv" --quiet
+        --train $((per_rank * p)) --batch-per-rank "$per_rank_batch" --epochs "$epochs" --quiet
     done
   done
 fi
 
 if wants pipeline; then
-  csv=$results/mpi-pipeline.csv
-  args=(--data "$data" --batch "$batch" --epochs "$epochs" --csv "$csv" --quiet)
+  csv=$results/mpi-pipeline.csv BENCH_CSV=$results/mpi-pipeline.csv
+  bench_check_csv "$csv"
+  args=(--data "$data" --batch "$batch" --epochs "$epochs" --quiet)
   [ "$strong_train" -eq 0 ] || args+=(--train "$strong_train")
   echo "pipeline: batch $batch, P = ${stages// /, } stages x M = ${microbatches// /, } micro-batches -> $csv"
   for p in $stages; do

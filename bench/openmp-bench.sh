@@ -16,21 +16,24 @@
 # openmp..., torch..., serial, ...), so slow drifts of a shared machine hit every
 # program alike. Other work on the machine hurts threaded runs far more than pinned
 # single-thread ones (a thread that loses its core stalls every barrier of its team),
-# so each run is checked: the CPU time the machine spent outside the run (/proc/stat
-# minus the run's own CPU time) must stay below --max-other cores on average, else the
-# run is repeated (up to --tries times, after waiting up to --idle-wait S (30) seconds for 2
-# idle seconds), and a run that never got a quiet machine is kept but flagged "disturbed"
-# in its line and in its row. A machine that never gets idle does not stop the benchmark:
-# it says so once ("bench: the machine is busy (N% of a core of outside load); measuring
-# anyway, rows marked disturbed") and measures. Accepted rows are appended to the CSV
-# with two columns after the trainers' schema: other_load_cores (the other load during
-# the run) and disturbed (1 when it exceeded --max-other); then per batch size a table of the
-# median over the R runs of each run's epoch_seconds_median (itself the median of
-# epochs 2..E), the median sync_seconds (per epoch, summed over threads: time in the
-# critical section, or waiting at barriers, as each mode counts it), the speedup vs
-# serial, and how many times faster than PyTorch's best thread count; and verdict lines
+# so each run is checked (bench_run in bench/lib.sh): the CPU time the machine spent
+# outside the run (/proc/stat minus the run's own CPU time) must stay below --max-other
+# cores on average, else the run is repeated (up to --tries times, each attempt after
+# waiting up to --idle-wait S (30) seconds for 2 idle seconds), and a run that never got a
+# quiet machine is kept but flagged "[disturbed]" in its line and in its row. A machine
+# that never gets idle does not stop the benchmark: it says so once ("bench: the machine
+# is busy (N% of a core of outside load); measuring anyway, rows marked disturbed") and
+# measures. Accepted rows are appended to the CSV with two columns after the trainers'
+# schema: other_load_cores (the other load during the run, in cores) and disturbed (1
+# when it exceeded --max-other; a CSV written before these columns gets them, empty on
+# its old rows); then per batch size a table of the median over the R runs of each run's
+# epoch_seconds_median (itself the median of epochs 2..E), the median sync_seconds (per
+# epoch, summed over threads: time in the critical section, or waiting at barriers, as
+# each mode counts it), the speedup vs serial, and how many times faster than PyTorch's
+# best thread count; and verdict lines
 # for the targets (best mode at T = 2: >= 1.6x serial at batch 64, >= 1.85x at batch 512;
-# >= 2.5x faster than PyTorch's best). The tables: scripts/bench_tables.py openmp.
+# >= 2.5x faster than PyTorch's best); a "*" after a runs count marks a median that
+# includes disturbed rows. The tables: scripts/bench_tables.py openmp.
 #
 # Usage: bench/openmp-bench.sh [--epochs E] [--runs R] [--batches B,B] [--threads T,T]
 #                              [--csv FILE] [--data DIR] [--train N] [--no-torch] [--quick]
@@ -44,8 +47,10 @@
 #   --data DIR     data set (default data/fashion)
 #   --train N      use the first N training samples (default all)
 #   --no-torch     leave PyTorch out
-#   --tries N      attempts per run when other load disturbed it (default 3; 1: no check)
-#   --max-other C  other processes' load tolerated during a run, in cores (default 0.05)
+#   --tries N      attempts per run when other load disturbed it (default 3; 1: one
+#                  attempt, no idle wait, its load still measured and marked)
+#   --max-other C  other processes' load tolerated during a run, in cores (default 0.05):
+#                  above it the run is repeated or, on its last try, marked disturbed
 #   --idle-wait S  seconds to wait for an idle machine before a run (default 30; once the
 #                  machine was found busy, one 2 s check per run)
 #   --report-only  run nothing: print the tables from the rows of --csv (with the same
@@ -58,7 +63,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 . bench/lib.sh
 
 epochs=4 runs=3 batches=64,512 threads=1,2 csv=results/bench-openmp.csv data=data/fashion train=0 torch=1
-tries=3 max_other=0.05 report_only=0 since='' idle_wait=30
+report_only=0 since='' BENCH_TRIES=3
 while [ $# -gt 0 ]; do
   case "$1" in
     --epochs)  need_value "$@"; epochs=$2; shift 2 ;;
@@ -71,19 +76,16 @@ while [ $# -gt 0 ]; do
     --no-torch) torch=0; shift ;;
     --report-only) report_only=1; shift ;;
     --since)   need_value "$@"; since=$2; shift 2 ;;
-    --tries)   need_value "$@"; tries=$2; shift 2 ;;
-    --max-other) need_value "$@"; max_other=$2; shift 2 ;;
-    --idle-wait) need_value "$@"; idle_wait=$2; shift 2 ;;
-    --quick)   train=6400 epochs=2 runs=1 tries=1; shift ;;
+    --tries|--max-other|--idle-wait) need_value "$@"; bench_load_option "$1" "$2"; shift 2 ;;
+    --quick)   train=6400 epochs=2 runs=1 BENCH_TRIES=1; shift ;;
     -h|--help) bench_usage; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
 done
-[[ $max_other =~ ^[0-9]*\.?[0-9]+$ ]] || die "--max-other: not a number: '$max_other'"
-for v in epochs runs train tries idle_wait; do
+for v in epochs runs train; do
   [[ ${!v} =~ ^[0-9]+$ ]] || die "--$v: not a non-negative integer: '${!v}'"
 done
-[ "$epochs" -ge 1 ] && [ "$runs" -ge 1 ] && [ "$tries" -ge 1 ] || die "--epochs, --runs and --tries must be >= 1"
+[ "$epochs" -ge 1 ] && [ "$runs" -ge 1 ] || die "--epochs and --runs must be >= 1"
 [[ $batches =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || die "--batches: expected a list like 64,512: '$batches'"
 [[ $threads =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || die "--threads: expected a list like 1,2: '$threads'"
 [ "$csv" != none ] || die "--csv none: the table is built from the CSV; give a file"
@@ -111,10 +113,7 @@ if [ $torch = 1 ]; then
     die "$PY cannot import torch (apt-get install python3-torch, or --no-torch)"
 fi
 cores=$(nproc)
-mkdir -p "$(dirname "$csv")"
-if [ -s "$csv" ] && [[ "$(head -n 1 "$csv")" != run_id,* ]]; then
-  die "$csv: not a results CSV (its header: $(head -n 1 "$csv" | cut -c1-60)): give another --csv"
-fi
+bench_check_csv "$csv"
 
 # env + taskset for a run with T threads: cores 0..T-1 (all cores when T > cores)
 launch() {
@@ -131,81 +130,21 @@ per_set=$(( 1 + ${#VARIANTS[@]} * ${#thread_list[@]} + torch * ${#thread_list[@]
 total=$(( runs * ${#batch_list[@]} * per_set ))
 echo "openmp-bench: $data$([ "$train" -eq 0 ] || echo " (first $train samples)"), batches ${batches}, threads ${threads}, $epochs epochs x $runs runs," \
      "$cores cores, torch $torch_version; rows -> $csv"
-# load accounting: busy and total jiffies of all CPUs (cpu_ticks); CPU seconds of this
-# shell's children
-children_cpu() {   # `times` must run in this shell, not in a $(...) subshell
-  times >"$tmp/times"
-  tail -n 1 "$tmp/times" | awk '{ s = 0; for (i = 1; i <= 2; i++) { split($i, a, "m"); s += a[1] * 60 + a[2] } print s }'
-}
-hz=$(getconf CLK_TCK)
-tmp=$(mktemp -d /tmp/openmp-bench-XXXXXX)
-trap 'rm -rf "$tmp" "$csv.tmp.$$"' EXIT
-k=0
-# the columns the benchmark adds after the trainers' schema; upgrade_csv CSV HEADER: a CSV
-# written before them (HEADER alone) gets them, empty, on its old rows; a CSV with another
-# header is refused
-BENCH_COLS=other_load_cores,disturbed
-upgrade_csv() {
-  [ -s "$1" ] || return 0
-  local h; h=$(head -n 1 "$1")
-  [ "$h" != "$2,$BENCH_COLS" ] || return 0
-  if [ "$h" = "$2" ]; then
-    awk -v c="$BENCH_COLS" 'NR == 1 { print $0 "," c; next } { print $0 ",," }' "$1" >"$1.tmp.$$" && mv -f "$1.tmp.$$" "$1"
-    echo "openmp-bench: $1: added the columns $BENCH_COLS (empty on its old rows)" >&2
-  else
-    echo "openmp-bench: $1: a header that is not the results schema plus $BENCH_COLS: not appending to it (move it away)" >&2
-    exit 2
-  fi
-}
-run_one() {   # label, T, command... (writing its CSV row to $tmp/row.csv): one run under the lock
-  local label=$1 T=$2; shift 2
-  k=$((k + 1))
-  local out attempt other flag="" disturbed=0 b0 t0 b1 t1 c0 c1 w0
-  for attempt in $(seq 1 "$tries"); do
-    # up to --idle-wait s for 2 s with the CPUs >= 97 % idle; a busy machine is measured anyway
-    [ "$tries" -eq 1 ] || idle_or_busy "$idle_wait" 2 97 || true
-    rm -f "$tmp/row.csv"
-    read -r b0 t0 < <(cpu_ticks); children_cpu >"$tmp/c0"; w0=$(date +%s.%N)
-    # shellcheck disable=SC2046
-    if ! out=$(flock "$LOCK" $(launch "$T") "$@" --csv "$tmp/row.csv" 2>&1); then
-      printf '%s\n' "$out" >&2
-      echo "openmp-bench: run $k/$total ($label) failed" >&2
-      exit 1
-    fi
-    read -r b1 t1 < <(cpu_ticks); children_cpu >"$tmp/c1"; c0=$(cat "$tmp/c0"); c1=$(cat "$tmp/c1")
-    # other load, in cores: CPU time not ours over the wall time of the attempt
-    other=$(awk -v b="$((b1 - b0))" -v hz="$hz" -v c="$(awk -v a="$c0" -v z="$c1" 'BEGIN { print z - a }')" \
-                -v w="$(awk -v a="$w0" -v z="$(date +%s.%N)" 'BEGIN { print z - a }')" \
-                'BEGIN { o = (b / hz - c) / w; printf "%.3f", o < 0 ? 0 : o }')
-    disturbed=$(awk -v o="$other" -v m="$max_other" 'BEGIN { print (o > m) ? 1 : 0 }')
-    [ "$disturbed" = 1 ] || { flag=""; break; }
-    flag=" [disturbed: other load $other cores]"
-    if [ "$tries" -eq 1 ] && [ "$BENCH_BUSY" = 0 ]; then   # no idle check: say it once here
-      BENCH_BUSY=1
-      echo "bench: the machine is busy ($(awk -v o="$other" 'BEGIN { printf "%d", o * 100 }')% of a core of outside load); measuring anyway, rows marked disturbed" >&2
-    fi
-  done
-  # the row, marked: other_load_cores, disturbed
-  awk -v o="$other" -v d="$disturbed" -v c="$BENCH_COLS" 'NR == 1 { print $0 "," c; next } { print $0 "," o "," d }' \
-    "$tmp/row.csv" >"$tmp/row-marked.csv"
-  upgrade_csv "$csv" "$(head -n 1 "$tmp/row.csv")"
-  append_rows "$tmp/row-marked.csv" "$csv"   # an interrupted run never leaves a half-written row
-  printf '[%d/%d] %-22s %s  [other load %s%s]%s\n' "$k" "$total" "$label" \
-    "$(printf '%s\n' "$out" | tail -n 1 | sed 's/ | csv .*//' | cut -c1-130)" "$other" \
-    "$([ "$attempt" -gt 1 ] && echo ", attempt $attempt")" "$flag"
-}
+BENCH_TOTAL=$total BENCH_CSV=$csv
 for r in $(seq 1 "$runs"); do
   for b in "${batch_list[@]}"; do
-    run_one "serial b$b" 1 serial/serial --batch "$b" "${common[@]}"
+    # shellcheck disable=SC2046  # launch's words: env ... taskset -c CPUS
+    bench_run "serial b$b" $(launch 1) serial/serial --batch "$b" "${common[@]}"
     for T in "${thread_list[@]}"; do
       for v in "${VARIANTS[@]}"; do
-        # shellcheck disable=SC2086  # the variant's flags, e.g. "--accum loop"
-        run_one "openmp $v T$T b$b" "$T" openmp/openmp ${VARIANT_FLAGS[$v]} --threads "$T" --batch "$b" "${common[@]}"
+        # shellcheck disable=SC2046,SC2086  # launch's words; the variant's flags, e.g. "--accum loop"
+        bench_run "openmp $v T$T b$b" $(launch "$T") openmp/openmp ${VARIANT_FLAGS[$v]} --threads "$T" --batch "$b" "${common[@]}"
       done
     done
     if [ $torch = 1 ]; then
       for T in "${thread_list[@]}"; do
-        run_one "pytorch T$T b$b" "$T" "$PY" bench/torch_mlp.py --threads "$T" --batch "$b" "${common[@]}"
+        # shellcheck disable=SC2046
+        bench_run "pytorch T$T b$b" $(launch "$T") "$PY" bench/torch_mlp.py --threads "$T" --batch "$b" "${common[@]}"
       done
     fi
   done

@@ -8,13 +8,18 @@
 # picks its own kernels. The set is repeated R times, interleaved (serial, blas,
 # torch, serial, blas, torch, ...), so slow drifts of the machine hit every
 # program alike; every run holds /tmp/partrain-bench.lock (flock), so no other benchmark
-# overlaps it. Every run appends a row to the CSV; then a table is printed:
-# per program/variant the median over the R runs of each run's
-# epoch_seconds_median (itself the median of epochs 2..E), GFLOP/s, samples/s and
-# the ratio to torch (target serial/torch <= 0.7, stretch <= 0.6).
+# overlaps it. Every run appends a row to the CSV: the trainers' schema plus
+# other_load_cores (the other processes' load during the run, in cores) and disturbed (1
+# when it exceeded --max-other; bench_run in bench/lib.sh, which says once when the machine
+# is busy; a CSV written before these columns gets them, empty on its old rows); then a
+# table is printed (scripts/summarize.py bench): per program/variant the median over the R
+# runs of each run's epoch_seconds_median (itself the median of epochs 2..E), GFLOP/s,
+# samples/s and the ratio to torch (target serial/torch <= 0.7, stretch <= 0.6); a "*"
+# after a runs count: the median includes disturbed rows.
 #
 # Usage: bench/serial-vs-torch.sh [--epochs E] [--runs R] [--batch B] [--csv FILE]
 #                                 [--data DIR] [--train N] [--cpu N] [--quick]
+#                                 [--tries N] [--max-other C] [--idle-wait S]
 #   --epochs E   epochs per run (default 6: the median is over epochs 2..6)
 #   --runs R     repetitions of the set (default 3)
 #   --batch B    mini-batch size (default 64)
@@ -23,7 +28,11 @@
 #   --train N    use the first N training samples (default all)
 #   --cpu N      the core to pin to (default 0)
 #   --quick      smoke test: --train 10000, 3 epochs, 1 run
-# Exit status: 0; 1 when a run fails; 2 on a usage error or a missing prerequisite.
+#   --tries N, --max-other C, --idle-wait S   as in bench/mpi-bench.sh: attempts per run while
+#                other load disturbs it (default 1), the other load in cores above which a
+#                run is disturbed (default 0.05), the idle wait before a run when N > 1 (30 s)
+# Exit status: 0 (also on a busy machine); 1 when a run fails; 2 on a usage error or a
+# missing prerequisite; each with its reason on stderr.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 . bench/lib.sh
@@ -39,6 +48,7 @@ while [ $# -gt 0 ]; do
     --train)  need_value "$@"; train=$2; shift 2 ;;
     --cpu)    need_value "$@"; cpu=$2; shift 2 ;;
     --quick)  train=10000 epochs=3 runs=1; shift ;;
+    --tries|--max-other|--idle-wait) need_value "$@"; bench_load_option "$1" "$2"; shift 2 ;;
     -h|--help) bench_usage; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
@@ -58,17 +68,18 @@ torch_version=$("$PY" -c 'import torch; print(torch.__version__)' 2>/dev/null) |
 load_variants serial/serial || exit 2
 [ ${#VARIANTS[@]} -gt 1 ] ||
   echo "serial-vs-torch: serial/serial lists one GEMM in this build (no OpenBLAS); timing ${VARIANTS[*]} only"
+bench_check_csv "$csv"
 
 # one core, one thread, OpenBLAS choosing its kernels itself
 pinned=(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE
         OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 taskset -c "$cpu")
-common=(--data "$data" --batch "$batch" --epochs "$epochs" --csv "$csv" --quiet)
+common=(--data "$data" --batch "$batch" --epochs "$epochs" --quiet)
 [ "$train" -eq 0 ] || common+=(--train "$train")
 
 since=$(utc_now)
 echo "serial-vs-torch: $data, batch $batch, $epochs epochs x $runs runs, core $cpu, torch $torch_version;" \
      "serial GEMMs: ${VARIANTS[*]}; rows -> $csv"
-BENCH_TOTAL=$(( runs * (${#VARIANTS[@]} + 1) )) BENCH_WIDTH=14 BENCH_CUT=1000
+BENCH_TOTAL=$(( runs * (${#VARIANTS[@]} + 1) )) BENCH_WIDTH=14 BENCH_CUT=1000 BENCH_CSV=$csv
 for _ in $(seq 1 "$runs"); do
   for g in "${VARIANTS[@]}"; do
     # shellcheck disable=SC2086  # the variant's flags, e.g. "--gemm blas"

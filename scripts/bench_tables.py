@@ -11,7 +11,10 @@ the rows they appended (read by column name through scripts/partrain.py).
   bench_tables.py hybrid-grid CSV --dat FILE [--table MD --data DIR --batch B --epochs E]
                   [--cores N]                    bench/hybrid-grid.sh, scripts/plot.sh
 A row counts when its timestamp is >= --since, its epochs column equals --epochs and
-(--train N > 0) its train_n equals N. Exit status: 0; 1 when hybrid-grid finds no serial
+(--train N > 0) its train_n equals N. Rows may carry bench/lib.sh's two extra columns
+other_load_cores,disturbed (or not: older CSVs): a runs count marked "*" is a median that
+includes disturbed runs, and a line under the table counts them (hybrid-grid: the cell
+says "disturbed", the figure's title counts them). Exit status: 0; 1 when hybrid-grid finds no serial
 and hybrid rows; 2 on a usage or file error. Python 3 standard library only.
 """
 
@@ -26,6 +29,13 @@ import seeds     # noqa: E402
 
 PROG = "bench_tables.py"
 med = statistics.median
+
+
+def print_note(rows):
+    """the line under a table that says how many of its runs were disturbed (if any)"""
+    note = partrain.disturbed_note(rows)
+    if note:
+        print(note)
 
 
 def rows_since(path, since, epochs, train):
@@ -84,9 +94,11 @@ def openmp_batch(b, rs):
         vt = [torch_r[k] / float(r["epoch_seconds_median"]) for k, r in v if k in torch_r]
         sps = f"{med(sp):.2f}x" if sp else "-"
         vts = f"{med(vt):.2f}x" if vt else "-"
-        print(f"{key[0]:8s} {key[1][:15]:15s} {key[2]:2d} {len(v):4d} {e:8.3f} {sy:7.3f} {pol:>8s} {sps:>9s} {vts:>8s}")
+        print(f"{key[0]:8s} {key[1][:15]:15s} {key[2]:2d} {partrain.runs_cell([r for _, r in v]):>4s} {e:8.3f} "
+              f"{sy:7.3f} {pol:>8s} {sps:>9s} {vts:>8s}")
         if key[0] == "openmp" and key[2] == 2 and sp and (best is None or med(sp) > best[1]):
             best = (key[1], med(sp), med(vt) if vt else None, sp)
+    print_note(rs)
     if best:
         tgt = OPENMP_TARGET.get(b)
         line = (f"best mode at T=2, batch {b}: {best[0]}, {best[1]:.2f}x serial (rounds: "
@@ -118,25 +130,29 @@ MPI_TARGET = (512, 1.7)   # best variant at P = 2, batch 512: at least 1.7x seri
 def mpi_batch(batch, groups):
     """one batch's table; returns [(speedup, variant, comm)] of the P = 2 mpi rows"""
     ser = next((v for k, v in groups.items() if k[:2] == (batch, "serial")), None)
-    t_ser = med(t for t, _, _ in ser) if ser else None
-    b_ser = min(b for _, _, b in ser) if ser else None
+    t_ser = med(t for t, _, _, _ in ser) if ser else None
+    b_ser = min(b for _, _, b, _ in ser) if ser else None
     print(f"\nbatch {batch}:")
     print(f"  {'program':<8} {'variant':<13} {'P':>2} {'runs':>4} {'epoch s':>8} {'comm s':>8} {'comm %':>7} {'speedup':>8}"
           f" {'fastest s':>10} {'speedup':>8}")
-    best = []
+    best, rows = [], []
     for key in sorted(groups, key=lambda k: (k[1] != "serial", k[3], k[2])):
         if key[0] != batch:
             continue
         v = groups[key]
-        t = med(x for x, _, _ in v)
-        c = med(y for _, y, _ in v)
-        b = min(z for _, _, z in v)
+        t = med(x for x, _, _, _ in v)
+        c = med(y for _, y, _, _ in v)
+        b = min(z for _, _, z, _ in v)
+        rows += [r for *_, r in v]
         sp = t_ser / t if t_ser else float("nan")
         spb = b_ser / b if b_ser else float("nan")
-        print(f"  {key[1]:<8} {key[2]:<13} {key[3]:>2} {len(v):>4} {t:8.3f} {c:8.4f} {100 * c / t:6.1f}% {sp:7.2f}x"
-              f" {b:10.3f} {spb:7.2f}x")
+        print(f"  {key[1]:<8} {key[2]:<13} {key[3]:>2} {partrain.runs_cell([r for *_, r in v]):>4} {t:8.3f} {c:8.4f} "
+              f"{100 * c / t:6.1f}% {sp:7.2f}x {b:10.3f} {spb:7.2f}x")
         if key[1] == "mpi" and key[3] == 2:
             best.append((sp, key[2], c))
+    note = partrain.disturbed_note(rows)
+    if note:
+        print("  " + note)
     d = {name: c for _, name, c in best}
     if "overlap" in d and "allreduce" in d:
         print(f"  exposed communication per epoch at P = 2: overlap {d['overlap']:.4f} s vs allreduce "
@@ -150,7 +166,7 @@ def cmd_mpi(a):
         key = (int(r["batch"]), r["program"], r["variant"], int(r["ranks"]))
         epochs_2_on = [float(x) for x in r["epoch_seconds"].split(";")[1:]] or [float(r["epoch_seconds_median"])]
         groups.setdefault(key, []).append((float(r["epoch_seconds_median"]), float(r["comm_seconds"]),
-                                           min(epochs_2_on)))
+                                           min(epochs_2_on), r))
     best = {}
     for batch in sorted({k[0] for k in groups}):
         b = mpi_batch(batch, groups)
@@ -206,10 +222,12 @@ def cnn_table(g):
         if key[0] == "pytorch" and torch1:
             sp = f"{g.round_med(('pytorch', 1, 1), key):.2f}x"
         ratio = f"{g.round_med(key, ('pytorch', 1, 1)):.3f}" if torch1 else ""
-        print(f"{key[0]:<8} {key[1]}x{key[2]:<3} {pol:>15} {len(rows):>4} {e:8.3f} {f'({lo:.3f}..{hi:.3f})':>15} "
+        print(f"{key[0]:<8} {key[1]}x{key[2]:<3} {pol:>15} {partrain.runs_cell(rows):>4} {e:8.3f} "
+              f"{f'({lo:.3f}..{hi:.3f})':>15} "
               f"{g.med(key, 'samples_per_second'):10.0f} {g.med(key, 'comm_seconds'):7.3f} {sp:>8} {ratio:>10}")
     print("(speedup: cnn rows over cnn 1x1, pytorch rows over pytorch 1 thread, each the median of the same-round")
     print(" ratios; P x T for pytorch = 1 x threads)")
+    print_note([r for key in CNN_ORDER for r in g.groups.get(key, [])])
 
 
 def fmt_rounds(rs):
@@ -301,7 +319,8 @@ def cmd_hybrid(a):
     for b in sorted(batches, key=int):
         ser = groups.get((b, "serial"), [])
         print(f"\n{ds}, batch {b}, medians of {len(ser)} runs (epoch = median of epochs 2..E):")
-        print(f"{'P x T':<7} {'OMP_WAIT_POLICY':<16} {'epoch s':>10} {'comm s':>10} {'barriers s':>12} {'speedup':>9}")
+        print(f"{'P x T':<7} {'OMP_WAIT_POLICY':<16} {'epoch s':>10} {'comm s':>10} {'barriers s':>12} {'speedup':>9} "
+              f"{'runs':>5}")
         base = partrain.col_median(ser, "epoch_seconds_median")
         for cfg in ("serial", "1x1", "1x2", "2x1", "2x2"):
             rs = groups.get((b, cfg))
@@ -310,35 +329,41 @@ def cmd_hybrid(a):
             t = partrain.col_median(rs, "epoch_seconds_median")
             print(f"{cfg:<7} {rs[-1]['omp_wait_policy'] or 'unset':<16} {t:10.3f} "
                   f"{partrain.col_median(rs, 'comm_seconds'):10.3f} {partrain.col_median(rs, 'sync_seconds'):12.3f} "
-                  f"{base / t:8.2f}x")
+                  f"{base / t:8.2f}x {partrain.runs_cell(rs):>5}")
+        print_note([r for cfg in ("serial", "1x1", "1x2", "2x1", "2x2") for r in groups.get((b, cfg), [])])
     return 0
 
 
 def grid_points(rows):
     """the latest serial row's epoch text and 'P T epoch_s speedup policy' lines of the
-    latest hybrid row per (P, T) (file order), sorted; None when either is missing"""
+    latest hybrid row per (P, T) (file order), sorted, the latest hybrid row, and the rows
+    chosen (serial first); Nones when either is missing"""
     ser, cells, last = None, {}, None
     for r in rows:
         if r["program"] == "serial":
-            ser = r["epoch_seconds_median"]
+            ser = r
         elif r["program"] == "hybrid":
             cells[(int(r["ranks"]), int(r["threads"]))] = r
             last = r
-    if not (partrain.num(ser) or 0) > 0 or not cells:
-        return None, None, None
-    s = float(ser)
+    if ser is None or not (partrain.num(ser["epoch_seconds_median"]) or 0) > 0 or not cells:
+        return None, None, None, None
+    s = float(ser["epoch_seconds_median"])
     lines = [f"{p} {t} {float(r['epoch_seconds_median']):.4f} {s / float(r['epoch_seconds_median']):.3f} "
              f"{r['omp_wait_policy'] or 'unset'}" for (p, t), r in sorted(cells.items())]
-    return ser, lines, last
+    return ser["epoch_seconds_median"], lines, last, [ser] + [r for _, r in sorted(cells.items())]
 
 
-def table4(rows, dat_lines, serial_s, data, batch, epochs, cores):
-    """seed report 001's Table 4 with hybrid/hybrid's measured speedups beside its ranges"""
+def table4(rows, dat_lines, serial_s, data, batch, epochs, cores, chosen=()):
+    """seed report 001's Table 4 with hybrid/hybrid's measured speedups beside its ranges
+    (CHOSEN: the rows of the points, serial first: a disturbed one is marked in its cell)"""
     pts = {tuple(int(v) for v in ln.split()[:2]): ln.split() for ln in dat_lines}
+    marked = {(int(r["ranks"]), int(r["threads"])) for r in chosen[1:] if partrain.disturbed(r)}
+    ser_mark = ", disturbed" if chosen and partrain.disturbed(chosen[0]) else ""
 
     def get(p, t):   # from the .dat line, as written (its rounding, then the table's)
         v = pts.get((p, t))
-        return f"{float(v[3]):.2f}x ({float(v[2]):.3f} s, {v[4]})" if v else ""
+        dist = ", disturbed" if (p, t) in marked else ""
+        return f"{float(v[3]):.2f}x ({float(v[2]):.3f} s, {v[4]}{dist})" if v else ""
 
     def rng(kind, p, t):
         lo, hi = seeds.SEED001_EXPECTED[(kind, p, t)]
@@ -348,7 +373,7 @@ def table4(rows, dat_lines, serial_s, data, batch, epochs, cores):
         "# Seed report 001, Table 4 (\"expected speedup\") vs hybrid/hybrid measured", "",
         f"{first.get('train_n', '')} samples of {first.get('dataset', '')} ({data}), default MLP, global batch "
         f"{batch}, median of epochs 2..{epochs};",
-        f"speedup = serial/serial's epoch ({serial_s} s, one core) / the configuration's. Measured",
+        f"speedup = serial/serial's epoch ({serial_s} s, one core{ser_mark}) / the configuration's. Measured",
         f"on {cores} cores: every configuration above {cores} ranks x threads is oversubscribed, so the",
         f"hardware ceiling is {cores}x and the report's ranges (written for 4 and 8 cores) cannot be reached.",
         "OpenMP and MPI rows are hybrid/hybrid with P = 1 (threads only) or T = 1 (ranks only).", "",
@@ -361,14 +386,17 @@ def table4(rows, dat_lines, serial_s, data, batch, epochs, cores):
         f"| MPI | 8 processes | {rng('MPI', 8, 1)} | not run (grid is {{1,2,4}}^2) |",
         f"| Hybrid | 2x2 (4 total) | {rng('Hybrid', 2, 2)} | 2x2: {get(2, 2)} |",
         f"| Hybrid | 2x4 (8 total) | {rng('Hybrid', 2, 4)} | 2x4: {get(2, 4)} |", "",
-        f"Within the {cores} cores: 1x2 {get(1, 2)}; 2x1 {get(2, 1)}."]
+        f"Within the {cores} cores: 1x2 {get(1, 2)}; 2x1 {get(2, 1)}."] + (
+        ["", f"\"disturbed\": {partrain.n_disturbed(chosen)} of these {len(chosen)} runs had other processes' load above "
+             "--max-other cores during them (CSV columns other_load_cores, disturbed), so their times may be too slow."]
+        if partrain.n_disturbed(chosen) else [])
 
 
 def cmd_hybrid_grid(a):
     """DAT (and with --table, seed report 001's Table 4) from the grid's rows; prints the
     figure's title line (hybrid-grid.png) or, with --table, serial's time and the points"""
     rows = partrain.read_csv(a.csv)
-    serial_s, lines, last = grid_points(rows)
+    serial_s, lines, last, chosen = grid_points(rows)
     if lines is None:
         print(f"{PROG}: no hybrid and serial rows in {a.csv}", file=sys.stderr)
         return 1
@@ -377,11 +405,11 @@ def cmd_hybrid_grid(a):
     cores = a.cores
     if not a.table:
         print(f"hybrid/hybrid, {last['train_n']} samples of {last['dataset']}, batch {last['batch']}, {cores} cores "
-              f"(serial/serial {float(serial_s):.3f} s per epoch on one core)")
+              f"(serial/serial {float(serial_s):.3f} s per epoch on one core){partrain.disturbed_count(chosen)}")
         return 0
     with open(a.table, "w") as f:
-        f.write("\n".join(table4(rows, lines, serial_s, a.data, a.batch, a.epochs, cores)) + "\n")
-    print(f"serial: {serial_s} s per epoch; grid (P T epoch_s speedup policy):")
+        f.write("\n".join(table4(rows, lines, serial_s, a.data, a.batch, a.epochs, cores, chosen)) + "\n")
+    print(f"serial: {serial_s} s per epoch; grid (P T epoch_s speedup policy){partrain.disturbed_count(chosen)}:")
     print("\n".join(lines))
     return 0
 

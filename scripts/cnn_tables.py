@@ -164,12 +164,13 @@ def table5_notes(u):
 
 
 def timing_medians(time_rows):
-    """(P, T) -> (median total s, median epoch s, runs, policies, first row)"""
+    """(P, T) -> (median total s, median epoch s, runs ("3", "3 (1 disturbed)"), policies,
+    first row)"""
     groups = {}
     for r in time_rows:
         groups.setdefault((int(r["ranks"]), int(r["threads"])), []).append(r)
     return {k: (statistics.median(float(r["total_seconds"]) for r in v),
-                statistics.median(float(r["epoch_seconds_median"]) for r in v), len(v),
+                statistics.median(float(r["epoch_seconds_median"]) for r in v), partrain.runs_md(v),
                 ",".join(sorted({r["omp_wait_policy"] or "unset" for r in v})), v[0]) for k, v in groups.items()}
 
 
@@ -177,8 +178,9 @@ CONFIGS = {(1, 1): "ours: serial baseline (1 rank, 1 thread)", (1, 2): "ours: Op
            (2, 1): "ours: MPI ranks", (2, 2): "ours: hybrid MPI + OpenMP"}
 
 
-def table4(med, cores):
-    """serial vs distributed time, 5 epochs of 60k images"""
+def table4(med, cores, time_rows=()):
+    """serial vs distributed time, 5 epochs of 60k images (TIME_ROWS: for the count of
+    disturbed runs, rows bench/lib.sh marked)"""
     base = med.get((1, 1))
     ep, n = REPORT_EPOCHS, SEED003["train"]
     t4 = [f"# Seed report 003, Table 4 — serial vs distributed training time, {ep} epochs of {n:,} images", "",
@@ -208,6 +210,9 @@ def table4(med, cores):
                f"Report vs ours, serial: {REPORT_SERIAL_SECONDS:.2f} s vs {base[0]:.2f} s "
                f"({REPORT_SERIAL_SECONDS / base[0]:.0f}x less time; different machines: an Apple M4 against "
                "one ~2.1 GHz Xeon core here)."]
+    if partrain.n_disturbed(time_rows):
+        t4 += ["", f"{partrain.n_disturbed(time_rows)} of the {len(time_rows)} runs were disturbed: other processes' "
+                   "load above --max-other cores during them (CSV column disturbed); the runs column counts them."]
     return t4
 
 
@@ -237,7 +242,7 @@ def speedup_dat(med, cores):
 def tables(acc_rows, time_rows, cores):
     """{file name: its lines} of the three tables, and the figure's .dat text"""
     u, med = Runs(acc_rows), timing_medians(time_rows)
-    return ({"cnn-table3.md": table3(u), "cnn-table4.md": table4(med, cores), "cnn-table5.md": table5(u)},
+    return ({"cnn-table3.md": table3(u), "cnn-table4.md": table4(med, cores, time_rows), "cnn-table5.md": table5(u)},
             speedup_dat(med, cores))
 
 

@@ -17,6 +17,8 @@ latest row; weak: the per-rank configuration (train_n/ranks, batch/ranks) of the
 latest row; within it the latest row per (variant, ranks). A missing or empty CSV
 gives no files for that sweep. Prints shell assignments for plot.sh:
   strong_n=N weak_n=N serial=SECONDS strong_title='...' weak_title='...'
+(a title ends "(K of N runs disturbed)" when bench/lib.sh marked any of the plotted rows
+disturbed: other load above --max-other during them).
 Exit status: 0; 2 on a usage or file error. Python 3 standard library only.
 """
 
@@ -103,7 +105,8 @@ def main(argv):
             return f"{p} {t:.6g} {t_ser / t:.6g} {c:.6g} {100 * c / t:.4g}"
         n_strong = write_variants(chosen, a.outdir, "mpi-strong", "P epoch_s speedup_vs_serial comm_s comm_pct",
                                   strong_line)
-        strong_title = f"{last['dataset']} {last['train_n']} samples, global batch {last['batch']}, {last['hidden']}"
+        strong_title = (f"{last['dataset']} {last['train_n']} samples, global batch {last['batch']}, {last['hidden']}"
+                        f"{partrain.disturbed_count(list(chosen.values()))}")
 
     rows = rows_of(a.weak)
     if rows:
@@ -118,7 +121,8 @@ def main(argv):
             return f"{p} {t:.6g} {t1 / t:.6g} {c:.6g} {100 * c / t:.4g} {r['train_n']}"
         n_weak = write_variants(chosen, a.outdir, "mpi-weak", "P epoch_s efficiency comm_s comm_pct train_n", weak_line)
         n0, b0 = per(last)[0], per(last)[1]
-        weak_title = f"{last['dataset']} {n0} samples and {b0} rows per step per rank, {last['hidden']}"
+        weak_title = (f"{last['dataset']} {n0} samples and {b0} rows per step per rank, {last['hidden']}"
+                      f"{partrain.disturbed_count(list(chosen.values()))}")
     print(f"strong_n={n_strong} weak_n={n_weak} serial={serial} strong_title='{strong_title}' weak_title='{weak_title}'")
     return 0
 

@@ -13,6 +13,9 @@ epoch time at the same batch size. Writes DIR/openmp-MODE.dat (whitespace column
 "threads epoch_s speedup sync_s policy") and DIR/openmp-index.dat ("FILE<TAB>MODE" per
 line), and prints shell assignments for scripts/plot.sh:
   openmp_n=3 serial=0.571 cores=2 openmp_title='...'
+(the title ends "(K of N runs disturbed)" when bench/lib.sh marked any of the plotted
+runs disturbed: other load above --max-other during them; rows without that column count
+as not disturbed).
 Exit status: 0; 1 when the CSV holds no openmp rows; 2 on a usage or file error.
 Python 3 standard library only.
 """
@@ -71,7 +74,8 @@ def main(argv):
     with open(os.path.join(a.outdir, "openmp-index.dat"), "w") as f:
         f.write("".join(line + "\n" for line in index))
     r0 = omp[0]
-    title = f"{r0['dataset']}, {r0['train_n']} samples, batch {batch}"
+    plotted = omp + [r for r in rows if r["program"] == "serial" and r["batch"] == batch]
+    title = f"{r0['dataset']}, {r0['train_n']} samples, batch {batch}{partrain.disturbed_count(plotted)}"
     print(f"openmp_n={len(index)} serial={s_med:.6g}" if serial else f"openmp_n={len(index)} serial=NaN", end="")
     print(f" cores={len(os.sched_getaffinity(0))} openmp_title='{title}'")
     return 0

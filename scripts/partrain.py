@@ -1,8 +1,10 @@
 """
 scripts/partrain.py — what every partrain script needs to know about the suite, in one
-place: the result CSVs (one schema: RESULTS_HEADER in common/results.h), medians, the
-variant names of each trainer (from the program's own `--list-variants`), run_all.sh's
-step ids (from `./run_all.sh --list-steps`) and the Python interpreter the benchmarks use.
+place: the result CSVs (one schema: RESULTS_HEADER in common/results.h, plus the two
+columns other_load_cores,disturbed that the benchmarks add), medians, which runs other
+load disturbed, the variant names of each trainer (from the program's own
+`--list-variants`), run_all.sh's step ids (from `./run_all.sh --list-steps`) and the
+Python interpreter the benchmarks use.
 
 Imported by scripts/report.py (and scripts/reporting/), summarize.py, openmp_sweep.py,
 mpi_scaling.py, imagesize.py, cnn_tables.py and bench_tables.py (the bench/*.sh tables).
@@ -134,6 +136,50 @@ def latest_config(rows, keys=("dataset", "train_n", "hidden", "epochs", "image_s
         return rows
     last = newest(rows)
     return [r for r in rows if all(r.get(k) == last.get(k) for k in keys)]
+
+
+# ---------------------------------------------------------------- disturbed runs
+# bench/lib.sh's bench_run adds two columns after the schema to every row a benchmark
+# writes: other_load_cores (the other processes' load during the run, in cores) and
+# disturbed ("1" when that exceeded the benchmark's --max-other, default 0.05 cores; "0"
+# when not). Rows without them (older CSVs, run_all.sh's own runs) count as not disturbed.
+BENCH_COLS = ("other_load_cores", "disturbed")
+DISTURBED_MARK = "*"
+
+
+def disturbed(row):
+    """whether a row was measured while other processes loaded the machine"""
+    return (row.get("disturbed") or "").strip() == "1"
+
+
+def n_disturbed(rows):
+    return sum(1 for r in rows or [] if disturbed(r))
+
+
+def runs_cell(rows):
+    """a text table's runs count: "3", or "3*" when the median includes disturbed rows"""
+    return f"{len(rows)}{DISTURBED_MARK if n_disturbed(rows) else ''}"
+
+
+def runs_md(rows):
+    """a markdown table's runs count: "3", or "3 (1 disturbed)" """
+    k = n_disturbed(rows)
+    return f"{len(rows)} ({k} disturbed)" if k else str(len(rows))
+
+
+def disturbed_note(rows):
+    """the line under a text table whose rows are ROWS (None when none was disturbed)"""
+    k = n_disturbed(rows)
+    if not k:
+        return None
+    return (f"{DISTURBED_MARK} the median includes disturbed runs: {k} of the {len(rows)} runs in this table had "
+            f"other processes' load above --max-other cores during them (CSV columns other_load_cores, disturbed)")
+
+
+def disturbed_count(rows):
+    """' (K of N runs disturbed)' for a title, '' when none was"""
+    k = n_disturbed(rows)
+    return f" ({k} of {len(rows)} runs disturbed)" if k else ""
 
 
 # ---------------------------------------------------------------- variants

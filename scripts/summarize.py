@@ -9,9 +9,10 @@ columns may be added to the schema without breaking it. Python 3 standard librar
   summarize.py table CSV... [--where COL=VAL]... [--since ISO] [--by COLS]
                             [--show COLS] [--baseline COL=VAL] [--target R] [--stretch R]
       Groups the rows by --by (default program,variant), prints per group the
-      number of runs and the median of each --show column over those runs (the
-      default shows epoch_seconds_median, gflops, samples_per_second,
-      test_accuracy). With --baseline (e.g. program=pytorch) a column
+      number of runs ("3*": the median includes runs that bench/lib.sh marked
+      disturbed, counted in a line under the table) and the median of each --show
+      column over those runs (the default shows epoch_seconds_median, gflops,
+      samples_per_second, test_accuracy). With --baseline (e.g. program=pytorch) a column
       "ratio" = group median of the first --show column / the baseline group's,
       and with --target/--stretch a verdict line per non-baseline group.
 
@@ -160,7 +161,7 @@ def cmd_table(args):
     for key in sorted(groups, key=lambda k: (k == base_key, k)):
         rs = groups[key]
         vals = [med(rs, c) for c in show]
-        line = list(key) + [len(rs)] + [fmt(v) for v in vals]
+        line = list(key) + [partrain.runs_cell(rs)] + [fmt(v) for v in vals]
         if base_val:
             ratio = vals[0] / base_val if vals[0] is not None else None
             line.append(f"{ratio:.3f}" if ratio is not None else "-")
@@ -168,6 +169,9 @@ def cmd_table(args):
                 verdicts.append((key, ratio))
         body.append(line)
     print_table(header, body, len(by))
+    note = partrain.disturbed_note(rows)
+    if note:
+        print(note)
     for key, ratio in verdicts:
         name = " ".join(key)
         parts = []

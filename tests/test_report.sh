@@ -9,7 +9,9 @@
 # run" line (with skipped.txt's reason) for inputs that are absent or removed; that
 # different numbers give a different "What this shows" sentence; every run_all.sh step id
 # report.py names is one `./run_all.sh --list-steps` prints; no Python traceback; an empty
-# results directory still gives a complete report.
+# results directory still gives a complete report; rows that bench/lib.sh marked disturbed
+# (its two extra columns) are counted in their runs cells and said once at the top, and
+# rows without those columns are not.
 # No timings are asserted; no trainer runs (the programs only list their variants).
 set -u
 cd "$(dirname "$0")/.." || exit 2
@@ -133,6 +135,21 @@ check "Skipped section lists skipped.txt's lines" "$(sed -n '/^## Skipped/,/^## 
   grep -qF -- "- ${bt}cuda${bt}: no GPU (nvidia-smi missing)" "$R"
 n=$(grep -c '^\*\*What this shows:\*\* ' "$R")
 check "a 'What this shows' paragraph in the sections with numbers (>= 6, got $n)" "$n" [ "$n" -ge 6 ]
+
+# rows that bench/lib.sh marked disturbed: a count in their runs cell, one sentence at the top;
+# none without the two columns
+check "no disturbed rows: no mention of them" "$(grep -m 2 disturbed "$R")" bash -c "! grep -q disturbed '$R'"
+D2=$TMP/res-disturbed
+cp -r "$D" "$D2"
+awk -F, '{ sub(/\r$/, "") } NR == 1 { print $0 ",other_load_cores,disturbed"; next } { print $0 "," (NR == 2 ? "0.900,1" : "0.010,0") }' \
+  "$D/bench-mpi.csv" >"$D2/bench-mpi.csv"
+"$PY" scripts/report.py --results "$D2" --plots "$P" --out "$D2/REPORT.md" >/dev/null 2>"$D2/err"; rc=$?
+row=$(grep -F '| 512 | Naive (no OpenMP or CUDA) |' "$D2/REPORT.md")
+check "a disturbed serial row: exit 0, its runs cell '2 (1 disturbed)'" "exit $rc, row: $row" \
+  eval '[ $rc = 0 ] && grep -qF "| 2 (1 disturbed) |" <<<"$row"'
+check "a disturbed row: one sentence at the top says so" "$(sed -n 1,8p "$D2/REPORT.md")" \
+  eval '[ "$(grep -c "were measured while other processes loaded the machine" "$D2/REPORT.md")" = 1 ] &&
+        grep -q "^1 result row of [0-9]* were measured" "$D2/REPORT.md"'
 
 # different numbers, different sentence: comm share 0.02/0.4321 = 4.6% vs 0.3/0.9 = 33%
 s1=$(grep -o 'At batch 512, 2 MPI ranks give[^.]*\.[^.]*\.[^;]*;[^;]*;' "$R")

@@ -14,8 +14,8 @@
 #      when hyperfine is missing), PNG and REPORT.md exists and is non-empty; the PNGs are
 #      valid (signature, IHDR first, IEND last, every chunk's CRC); REPORT.md has the
 #      section headings of scripts/report.py; every CSV has exactly the header
-#      RESULTS_HEADER of common/results.h (bench-openmp.csv and openmp.csv: followed by the
-#      benchmark's other_load_cores,disturbed), rows of the same width, no duplicate run_id,
+#      RESULTS_HEADER of common/results.h (a benchmark's CSV: followed by bench/lib.sh's
+#      other_load_cores,disturbed), rows of the same width, no duplicate run_id,
 #      no duplicate row, and no file mixing rows of the interrupted and the resumed run
 #      (the interrupted step's partial rows were removed before it was redone);
 #      skipped.txt lines are "STEP<TAB>reason", and the cuda step is there with its
@@ -174,7 +174,7 @@ header = partrain.results_header()
 bad = []
 for p in sorted(glob.glob(os.path.join(d, "*.csv"))):
     name, rows = os.path.basename(p), list(csv.reader(open(p, newline="")))
-    # the openmp benchmark adds its own columns after the schema (bench/openmp-bench.sh)
+    # a benchmark adds two columns after the schema (bench_run in bench/lib.sh)
     if not rows or rows[0][:len(header)] != header or rows[0][len(header):] not in ([], ["other_load_cores", "disturbed"]):
         bad.append(f"{name}: header differs from RESULTS_HEADER")
         continue

@@ -1,6 +1,7 @@
 """
 scripts/reporting/common.py — what every section of REPORT.md uses: number formatting,
-markdown tables, one configuration's medians (Agg), the inputs of a results directory
+markdown tables, one configuration's medians (Agg; runs: its runs cell, with the count of
+disturbed runs), the inputs of a results directory
 (Inputs: CSVs by column name, skipped.txt's reasons, figures) and the document (Doc).
 """
 
@@ -137,6 +138,7 @@ class Agg:
 
     def __init__(self, rows, src):
         self.rows, self.src, self.n = rows, src, len(rows)
+        self.disturbed = partrain.n_disturbed(rows)   # runs bench/lib.sh marked disturbed
         for attr, col in (("epoch", "epoch_seconds_median"), ("total", "total_seconds"), ("comm", "comm_seconds"),
                           ("sync", "sync_seconds"), ("gflops", "gflops"), ("acc", "test_accuracy"),
                           ("loss", "final_train_loss")):
@@ -155,6 +157,15 @@ class Agg:
 
     def cfg(self):
         return f"{self.ranks}×{self.threads}"
+
+
+def runs(*aggs, sep="/"):
+    """a runs cell: the run counts of AGGS joined by SEP ("3", "3/3"), followed by
+    "(K disturbed)" when other load disturbed K of those runs (bench/lib.sh's column)"""
+    aggs = [a for a in aggs if a]
+    k = sum(a.disturbed for a in aggs)
+    cell = sep.join(str(a.n) for a in aggs) or "0"
+    return f"{cell} ({k} disturbed)" if k else cell
 
 
 def agg(rows, src="", **eq):

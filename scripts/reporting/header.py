@@ -1,12 +1,14 @@
 """
 scripts/reporting/header.py — REPORT.md's title paragraph (which run, which mode, what the
-numbers are) and the machine table.
+numbers are; one sentence more when any row was measured disturbed by other load) and the
+machine table.
 """
 
 import datetime
 import glob
 import os
 
+import partrain
 from reporting.common import num, plural, table
 
 
@@ -43,6 +45,13 @@ def header(d, facts):
         "(the **runs** columns count them) of each run's median epoch (epochs 2..E, evaluation excluded) "
         "unless a table says otherwise; speedups divide serial's time by the configuration's, "
         "measured in the same sweep.")
+    k = partrain.n_disturbed(rows)
+    if k:
+        d.para(f"{plural(k, 'result row')} of {len(rows)} were measured while other processes loaded the machine: "
+               "the benchmark (bench/lib.sh) found more than its `--max-other` cores (default 0.05) of outside load "
+               "during the run and marked the row disturbed (CSV columns `other_load_cores`, `disturbed`); a runs "
+               "cell such as \"3 (1 disturbed)\" counts them, and a median that includes them may be slower than "
+               "this machine can go.")
     d.add("## Machine", "")
     d.add(*table(["item", "value"], facts), "")
     d.para(f"Probed when this report was generated; the measurements come from host(s) "

@@ -3,7 +3,7 @@ scripts/reporting/pytorch.py — "What else would you use": partrain's trainers 
 same network in PyTorch, measured in the same benchmark invocations.
 """
 
-from reporting.common import agg, best, by_number, label, latest_config, plural, pol, ratio, s, select, x
+from reporting.common import agg, best, by_number, label, latest_config, plural, pol, ratio, runs, s, select, x
 
 
 def pytorch(d):
@@ -44,11 +44,11 @@ def batch_rows(rows, name, what, b, body, sent):
         body.append([what, b, label(a), s(a.epoch),
                      f"{s(same.epoch)} ({plural(same.threads, 'thread')})", x(ratio(a.epoch, same.epoch)),
                      x(ratio(a.epoch, tbest.epoch)), pol(a.policy) if workers > 1 else "–",
-                     f"{a.n}/{same.n}", name])
+                     runs(a, same), name])
     for t in sorted(tor):
         body.append([what, b, label(tor[t]), s(tor[t].epoch), "–", "1.00×",
                      x(ratio(tor[t].epoch, tbest.epoch)), pol(tor[t].policy) if t > 1 else "–",
-                     str(tor[t].n), name])
+                     runs(tor[t]), name])
     fastest = best([a for a in ours if a])
     if fastest:
         r_ = ratio(tbest.epoch, fastest.epoch)

@@ -5,7 +5,7 @@ scripts/reporting/scaling.py — the Scaling section: mpi/mpi's strong and weak 
 
 import re
 
-from reporting.common import agg, best, latest_config, pct, pol, ratio, s, select, serial_of, syncs_of, x
+from reporting.common import agg, best, latest_config, pct, pol, ratio, runs, s, select, serial_of, syncs_of, x
 
 
 def scaling(d):
@@ -41,7 +41,7 @@ def strong(d):
             a = agg(rows, program="mpi", variant=v, ranks=p)
             sp[(v, p)] = (ratio(ser.epoch, a.epoch) if ser else None, a)
             body.append([v, str(p), s(a.epoch), x(sp[(v, p)][0]), s(a.comm), pct(a.comm_share),
-                         oversub(p, cores, a.policy), str(a.n)])
+                         oversub(p, cores, a.policy), runs(a)])
     d.table(["--sync", "ranks", "epoch", "speedup vs serial", "in MPI calls", "comm share", "OMP_WAIT_POLICY", "runs"],
             body)
     r0 = rows[0]
@@ -117,7 +117,7 @@ def weak(d):
             e = ratio(t1.epoch, a.epoch) if t1 else None
             eff[(v, p)] = (e, a)
             body.append([v, str(p), a.train_n, a.batch, s(a.epoch), pct(100 * e if e else None),
-                         s(a.comm), pct(a.comm_share), oversub(p, cores, a.policy), str(a.n)])
+                         s(a.comm), pct(a.comm_share), oversub(p, cores, a.policy), runs(a)])
     d.table(["--sync", "ranks", "samples", "global batch", "epoch", "efficiency", "in MPI calls", "comm share",
              "OMP_WAIT_POLICY", "runs"], body)
     d.para(f"Efficiency = the fastest 1-rank epoch ({s(t1.epoch) if t1 else '–'}, every rank's share "
@@ -161,7 +161,7 @@ def pipeline(d):
             base = agg(pipe, variant=v, ranks=1)
             body.append([str(p), str(M), s(a.epoch), x(ratio(base.epoch, a.epoch) if base else None),
                          pct(100 * meas if meas is not None else None), pct(100 * theo), s(a.comm),
-                         oversub(p, cores, a.policy), str(a.n)])
+                         oversub(p, cores, a.policy), runs(a)])
             if p > 1 and meas is not None and (worst is None or meas - theo > worst[0]):
                 worst = (meas - theo, p, M, meas, theo)
     d.table(["stages P", "micro-batches M", "epoch", "vs 1 stage", "measured bubble", "theory (P−1)/(M+P−1)",

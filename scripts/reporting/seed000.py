@@ -5,7 +5,7 @@ threads) and Figures 4-5 (loss and accuracy curves), each with ours beside it.
 """
 
 from reporting.common import (Agg, agg, best, dname, flags, g, latest_config, modes_of, num, pct, plural, pol,
-                              ratio, s, select, serial_of, x)
+                              ratio, runs, s, select, serial_of, x)
 from seeds import SEED000, seed000_row
 
 S = SEED000
@@ -123,7 +123,7 @@ def table1_rows(b, f, T, P):
         mpi_cell = s(a.comm) if a.ranks > 1 else "N/A"
         body.append([str(b), name, s(rep_t), s(rep_c) if rep_c else "N/A", lab, s(a.epoch), mpi_cell,
                      s(ex) if ex is not None else "N/A", pol(a.policy) if a.threads * a.ranks > 1 else "–",
-                     str(a.n), f"{a.src}, {dname(a.dataset)} {a.train_n}"])
+                     runs(a), f"{a.src}, {dname(a.dataset)} {a.train_n}"])
     return body
 
 
@@ -269,17 +269,19 @@ def figure6(d):
     ts = sorted({int(r["threads"]) for r in select(rows, program="openmp", batch=b)})
     body, curve = [], {}
     for t in ts:
-        cells, pols, ns = [], set(), set()
+        cells, pols, ns, dist, tot = [], set(), set(), 0, 0
         for m in modes_of(rows):
             a = agg(rows, "openmp.csv", program="openmp", variant=m, threads=t, batch=b)
             if a:
                 curve.setdefault(m, {})[t] = a.epoch
                 pols.add(pol(a.policy))
                 ns.add(a.n)
+                dist, tot = dist + a.disturbed, tot + a.n
                 cells.append(f"{s(a.epoch)} ({x(ratio(ser.epoch, a.epoch) if ser else None)})")
             else:
                 cells.append("not run")
-        body.append([str(t), ",".join(sorted(pols))] + cells + [",".join(str(n) for n in sorted(ns))])
+        body.append([str(t), ",".join(sorted(pols))] + cells
+                    + [",".join(str(n) for n in sorted(ns)) + (f" ({dist} of {tot} disturbed)" if dist else "")])
     d.table(["threads", "OMP_WAIT_POLICY"] + [f"{flags('openmp', m)}" for m in modes_of(rows)] + ["runs"], body)
     r0 = select(rows, program="openmp")[0] if select(rows, program="openmp") else {}
     rep_omp, rep_naive = seed000_row("omp")[0], seed000_row("naive")[0]

@@ -4,7 +4,7 @@ Models", a master's assignment): its Table 4 of expected speedups beside the spe
 measured by the hybrid grid and by the OpenMP and MPI sweeps.
 """
 
-from reporting.common import agg, best, flags, latest_config, modes_of, pol, ratio, s, serial_of, syncs_of, x
+from reporting.common import agg, best, flags, latest_config, modes_of, pol, ratio, runs, s, serial_of, syncs_of, x
 from seeds import SEED001_EXPECTED as EXPECTED
 
 
@@ -82,7 +82,7 @@ def sweep_rows(d, measured):
             policy = ("unset (no OpenMP; mpi_yield_when_idle)" if kind == "MPI" and p > cores else pol(b_.policy))
             extra.append([kind, what, expected(kind, p, t),
                           f"{x(sp)} ({s(b_.epoch)}, {prog} {flags(prog, b_.variant)}, batch {b_.batch})",
-                          policy, str(b_.n), name])
+                          policy, runs(b_), name])
             if (kind, p, t) not in measured or sp > measured[(kind, p, t)][0]:
                 measured[(kind, p, t)] = (sp, f"{prog} {'T' if kind == 'OpenMP' else 'P'} = {t * p}", b_)
     return extra

@@ -7,7 +7,8 @@ and speedup vs node count (Figures 6-8).
 import glob
 import os
 
-from reporting.common import agg, best, flags, latest_config, num, pct, pol, ratio, s, select, serial_of, syncs_of, x
+from reporting.common import (agg, best, flags, latest_config, num, pct, pol, ratio, runs, s, select, serial_of,
+                              syncs_of, x)
 from seeds import SEED002
 
 S = SEED002
@@ -55,7 +56,7 @@ def figure5(d):
     body = []
     for sz in sorted({int(num(r["image_size"])) for r in rows if num(r.get("image_size"))}):
         ser, omp, mpi = sizes[sz] = size_row(select(rows, image_size=sz))
-        n = ",".join(str(a.n) for a in (ser, omp, mpi) if a) or "0"
+        n = runs(ser, omp, mpi, sep=",")
         pols = ",".join(sorted({pol(a.policy) for a in (omp, mpi) if a})) or "–"
         body.append([f"{sz}×{sz}", f"{sz * sz:,}", s(ser.epoch) if ser else "not run",
                      f"{ser.gflops:.1f}" if ser and ser.gflops else "–",
@@ -97,7 +98,7 @@ def figures6_8(d):
         a = best_at(strong, p)
         if a:
             body.append([str(p), flags("mpi", a.variant), s(a.epoch), x(ratio(ser.epoch, a.epoch) if ser else None),
-                         pct(a.comm_share), "yes" if p > cores else "no", str(a.n)])
+                         pct(a.comm_share), "yes" if p > cores else "no", runs(a)])
     d.table(["ranks", "fastest variant", "epoch", "speedup vs serial", "comm share", "oversubscribed", "runs"], body)
     r0 = strong[0]
     d.para(f"{r0.get('train_n')} samples of {r0.get('image_size')}×"

@@ -5,8 +5,8 @@ Models"): sequential vs parallel on the CPU, and the GPU against the CPU.
 
 import shutil
 
-from reporting.common import (agg, best, by_number, dname, flags, label, latest_config, modes_of, num, pol, ratio, s,
-                              select, serial_of, syncs_of, x)
+from reporting.common import (agg, best, by_number, dname, flags, label, latest_config, modes_of, num, pol, ratio,
+                              runs, s, select, serial_of, syncs_of, x)
 from seeds import SEED004
 
 
@@ -59,7 +59,7 @@ def cpu(d):
             if ser and a:
                 sp = ratio(ser.epoch, a.epoch)
                 cands.append((sp, a, ser, b))
-                body.append([b, label(a), s(ser.epoch), s(a.epoch), x(sp), pol(a.policy), f"{ser.n}/{a.n}", name])
+                body.append([b, label(a), s(ser.epoch), s(a.epoch), x(sp), pol(a.policy), runs(ser, a), name])
     body.sort(key=lambda r: int(num(r[0]) or 0))
     if body:
         d.table(["batch", "parallel (best of its kind on all cores)", "sequential (serial)", "parallel",
@@ -90,7 +90,7 @@ def gpu(d, gpu_rows):
                     a = agg(rows, f, program="cuda", variant=v, ranks=p, batch=b)
                     sp = ratio(ser.epoch, a.epoch) if ser else None
                     body.append([b, f"cuda {flags('cuda', v)}" + (f", P = {p}" if p != "1" else ""), s(a.epoch),
-                                 s(ser.epoch) if ser else "–", x(sp), str(a.n), f"{f}, {dname(a.dataset)} {a.train_n}"])
+                                 s(ser.epoch) if ser else "–", x(sp), runs(a), f"{f}, {dname(a.dataset)} {a.train_n}"])
                     if p == "1" and sp is not None:
                         cands.append((sp, a, ser))
     d.add("### The GPU", "")
