@@ -293,7 +293,8 @@ clean:
 	rm -rf cuda/obj
 
 # ---- fuzz -------------------------------------------------------------------
-# make fuzz: the libFuzzer harnesses of the IDX loader and the flag parser (tests/fuzz/),
+# make fuzz: the libFuzzer harnesses of the IDX loader, the flag parser and the checkpoint
+# reader (tests/fuzz/),
 # built by clang with -fsanitize=fuzzer,address,undefined into build/fuzz/; bench/fuzz.sh
 # runs them. -DPARTRAIN_FUZZ makes options_die() return to the harness instead of exiting
 # (the only difference from the other builds). Needs clang and libFuzzer's runtime
@@ -302,7 +303,7 @@ FUZZ_CC    ?= clang
 FUZZ_DIR    = build/fuzz
 FUZZ_FLAGS  = -std=c11 -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined \
               -fno-sanitize-recover=all $(WARN) $(CPPFLAGS) -DPARTRAIN_FUZZ
-FUZZ_BINS   = $(FUZZ_DIR)/fuzz_idx $(FUZZ_DIR)/fuzz_options
+FUZZ_BINS   = $(FUZZ_DIR)/fuzz_idx $(FUZZ_DIR)/fuzz_options $(FUZZ_DIR)/fuzz_checkpoint
 
 .PHONY: fuzz fuzz-toolchain
 fuzz: $(FUZZ_BINS)
@@ -323,3 +324,7 @@ $(FUZZ_DIR)/fuzz_idx: tests/fuzz/fuzz_idx.c common/idx.c $(COMMON_HDR) | fuzz-to
 $(FUZZ_DIR)/fuzz_options: tests/fuzz/fuzz_options.c common/options.c $(COMMON_HDR) | fuzz-toolchain
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) tests/fuzz/fuzz_options.c common/options.c -o $@ $(LDLIBS)
+
+$(FUZZ_DIR)/fuzz_checkpoint: tests/fuzz/fuzz_checkpoint.c common/checkpoint.c common/options.c $(COMMON_HDR) | fuzz-toolchain
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) tests/fuzz/fuzz_checkpoint.c common/checkpoint.c common/options.c -o $@ $(LDLIBS)

@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
-# bench/fuzz.sh — runs the libFuzzer harnesses of the IDX loader and the flag parser
-# (tests/fuzz/, built by `make fuzz`, which this script runs first) and reports, per target,
-# what the run did.
+# bench/fuzz.sh — runs the libFuzzer harnesses of the IDX loader, the flag parser and the
+# checkpoint reader (tests/fuzz/, built by `make fuzz`, which this script runs first) and
+# reports, per target, what the run did.
 #
-# Usage: bench/fuzz.sh [--runs N | --seconds S] [--target idx|options]
-#   (default)     10,000,000 executions in total: 8,000,000 of options (fuzz_options, about
-#                 25k exec/s on one core) and 2,000,000 of idx (fuzz_idx, about 2k exec/s: each
-#                 input is two files that the loader opens up to six times); 21 min on VM-E
-#   --runs N      N executions in total, split the same way (80 % options, 20 % idx)
-#   --seconds S   S seconds in total instead, half per target (CI: --seconds 30, 15 s each)
-#   --target T    only T (idx or options): all of N or S goes to it
+# Usage: bench/fuzz.sh [--runs N | --seconds S] [--target idx|options|checkpoint]
+#   (default)     10,000,000 executions in total: 7,000,000 of options (fuzz_options, about
+#                 25k exec/s on one core), 2,000,000 of idx (fuzz_idx, about 2k exec/s: each
+#                 input is two files that the loader opens up to six times) and 1,000,000
+#                 of checkpoint (fuzz_checkpoint: one file, read twice); about 25 min
+#   --runs N      N executions in total, split the same way (70 %, 20 %, 10 %)
+#   --seconds S   S seconds in total instead, a third per target (CI: --seconds 30, 10 s each)
+#   --target T    only T (idx, options or checkpoint): all of N or S goes to it
 # Each target starts from the committed seed corpus tests/fuzz/corpus/T (only read) and
 # from what earlier runs added in build/fuzz/corpus/T, where new inputs go. Its dictionary
 # is tests/fuzz/T.dict; inputs are at most 4096 bytes; one input may take 10 s at most.
@@ -25,7 +26,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 . bench/lib.sh
 
-runs="" seconds="" targets=(options idx)
+runs="" seconds="" targets=(options idx checkpoint)
 while [ $# -gt 0 ]; do
   case "$1" in
     --runs)    need_value "$@"; runs=$2; shift 2 ;;
@@ -39,20 +40,23 @@ done
 [ -n "$runs$seconds" ] || runs=10000000
 [ -z "$runs" ] || [[ $runs =~ ^[1-9][0-9]*$ ]] || die "--runs: not a positive integer: '$runs'"
 [ -z "$seconds" ] || [[ $seconds =~ ^[1-9][0-9]*$ ]] || die "--seconds: not a positive integer: '$seconds'"
-case "${targets[*]}" in options\ idx|options|idx) ;; *) die "--target: unknown target '${targets[*]}' (idx, options)" ;; esac
+case "${targets[*]}" in options\ idx\ checkpoint|options|idx|checkpoint) ;; *) die "--target: unknown target '${targets[*]}' (idx, options, checkpoint)" ;; esac
 
 make -s fuzz >/dev/null || die "make fuzz failed (see above)"
 
-# the limit of target $1: its share of the runs (options 80 %, idx the rest) or of the seconds
+# the limit of target $1: its share of the runs (options 70 %, idx 20 %, checkpoint the
+# rest) or of the seconds (a third each)
 limit_of() {
   if [ -n "$seconds" ]; then
-    echo "-max_total_time=$(( ${#targets[@]} == 1 ? seconds : (seconds + 1) / 2 ))"
+    echo "-max_total_time=$(( (seconds + ${#targets[@]} - 1) / ${#targets[@]} ))"
   elif [ ${#targets[@]} -eq 1 ]; then
     echo "-runs=$runs"
   elif [ "$1" = options ]; then
-    echo "-runs=$(( runs * 8 / 10 ))"
+    echo "-runs=$(( runs * 7 / 10 ))"
+  elif [ "$1" = idx ]; then
+    echo "-runs=$(( runs * 2 / 10 ))"
   else
-    echo "-runs=$(( runs - runs * 8 / 10 ))"
+    echo "-runs=$(( runs - runs * 7 / 10 - runs * 2 / 10 ))"
   fi
 }
 
@@ -72,8 +76,8 @@ for t in "${targets[@]}"; do
   "$bin" "$limit" -max_len=4096 -timeout=10 -close_fd_mask=2 -print_final_stats=1 -interrupted_exitcode=130 \
     -dict="tests/fuzz/$t.dict" -artifact_prefix="$artifacts/" "$corpus" "tests/fuzz/corpus/$t" >"$log" 2>&1 || rc=$?
   # a fuzz_idx that crashed could not remove its directory of file links: those of ended processes go
-  for d in /dev/shm/partrain-fuzz-idx.* /tmp/partrain-fuzz-idx.*; do
-    [ -d "$d" ] && ! kill -0 "${d##*.}" 2>/dev/null && rm -rf "$d"
+  for d in /dev/shm/partrain-fuzz-idx.* /tmp/partrain-fuzz-idx.* /dev/shm/partrain-fuzz-ckpt.*; do
+    [ -e "$d" ] && ! kill -0 "${d##*.}" 2>/dev/null && rm -rf "$d"
   done
   [ "$rc" -ne 130 ] || { echo "fuzz: $t: interrupted (log: $log)" >&2; exit 130; }
   secs=$(awk -v a="$start" -v b="$(date +%s%N)" 'BEGIN { printf "%.1f", (b - a) / 1e9 }')

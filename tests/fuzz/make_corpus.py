@@ -5,6 +5,8 @@
                                    first, count, image-file length LE16), the image file,
                                    the label file (see fuzz_idx.c for the layout)
   tests/fuzz/corpus/options/NAME   inputs of fuzz_options.c: argv[1..] separated by NUL
+  tests/fuzz/corpus/checkpoint/NAME  inputs of fuzz_checkpoint.c: checkpoint files
+                                   (common/checkpoint.h's layout) of the harness's run
 
 Small valid and malformed cases, one file each, named after what they are. The output
 is deterministic (gzip with mtime 0), so rerunning it changes nothing unless this script
@@ -147,6 +149,46 @@ def options_cases():
     }
 
 
+# the configuration fuzz_checkpoint.c's run has (checkpoint_init's text for it)
+CKPT_CONFIG = ("program=serial variant=own-gemm ranks=1 threads=1 data=fashion train=100 test=10 "
+               "image-size=2 hidden=4 activation=relu batch=64 lr=%.17g seed=42 floats=64" % 0.01)
+
+
+def checkpoint(done, config=CKPT_CONFIG, floats=64, series=3, version=1, magic=b"PARTCKPT"):
+    import zlib
+    h = 0xcbf29ce484222325
+    for b in config.encode():
+        h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    body = magic + struct.pack("<II", version, len(config)) + config.encode()
+    body += struct.pack("<QIIdQ", h, done, series, 1.5 * done, floats)
+    body += struct.pack(f"<{floats}f", *[(i % 7) * 0.125 - 0.25 for i in range(floats)])
+    for k in range(series):
+        body += struct.pack(f"<{done}d", *[2.0 / (e + 1) + k for e in range(done)])
+    return body + struct.pack("<I", zlib.crc32(body))
+
+
+def checkpoint_cases():
+    valid = checkpoint(3)
+    bad_crc = bytearray(valid)
+    bad_crc[200] ^= 0x40
+    return {
+        "valid-0-epochs": checkpoint(0),
+        "valid-3-epochs": valid,
+        "valid-8-epochs": checkpoint(8),
+        "too-many-epochs": checkpoint(9),
+        "other-config-batch": checkpoint(2, CKPT_CONFIG.replace("batch=64", "batch=32")),
+        "other-floats": checkpoint(2, floats=32),
+        "other-series": checkpoint(2, series=2),
+        "bad-version": checkpoint(1, version=2),
+        "bad-magic": checkpoint(1, magic=b"PARTCKPX"),
+        "bad-crc": bytes(bad_crc),
+        "truncated": valid[:-9],
+        "appended": valid + b"x",
+        "header-only": valid[:20],
+        "empty": b"",
+    }
+
+
 def write(target, cases):
     out = os.path.join(HERE, "corpus", target)
     shutil.rmtree(out, ignore_errors=True)
@@ -160,3 +202,4 @@ def write(target, cases):
 if __name__ == "__main__":
     write("idx", idx_cases())
     write("options", options_cases())
+    write("checkpoint", checkpoint_cases())
