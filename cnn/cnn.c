@@ -60,6 +60,7 @@
 
 #define PROGRAM "cnn"
 #include "mpi_util.h"   /* rank, nranks, mpi_check(), agree_or_die(), shard(), ... */
+#include "watchdog.h"   /* --timeout-step: the stuck-rank watchdog */
 #define EVAL_BATCH 512          /* rows per forward pass when evaluating */
 #define MAX_THREADS 256
 #define MAX_FILTERS 256
@@ -100,6 +101,7 @@ static void usage(void) {
     variant_usage(SYNC, N_SYNC);
     printf("  --batch-per-rank B    B rows per rank per step, i.e. a global batch of P*B\n"
            "                        (seed report 003's semantics; instead of --batch)\n");
+    watchdog_usage();
     options_usage_exit_status();
 }
 
@@ -131,6 +133,7 @@ static void parse_options(cnn_options *o, int argc, char **argv) {
             o->sync = variant_parse(PROGRAM, "--sync", options_value(PROGRAM, argc, argv, &i), SYNC, N_SYNC);
             continue;
         }
+        if (watchdog_parse(PROGRAM, argc, argv, &i)) continue;
         if (!strcmp(a, "--batch-per-rank")) {
             o->batch_per_rank = options_long(PROGRAM, a, options_value(PROGRAM, argc, argv, &i), 1, 100000000);
             continue;
@@ -907,6 +910,7 @@ static long evaluate(cnn *m, thread_stats *st, int T, const dataset *d, unsigned
         thread_stats *s = &st[t];
         for (long start = 0; start < d->n; start += EVAL_BATCH) {
             int rows = (int)(d->n - start < EVAL_BATCH ? d->n - start : EVAL_BATCH);
+            if (t == 0) watchdog_beat();
             conv_pool_forward(m, d->x + start * SS, NULL, rows);
             team_barrier(s);
             long r0, r1;
@@ -1032,6 +1036,7 @@ int main(int argc, char **argv) {
     }
 
     /* training: one parallel region per epoch; every thread walks every batch */
+    watchdog_start();
     double t_start = timer_now();
     for (int epoch = 1; epoch <= o->epochs; epoch++) {
         prng_permutation(order, (uint32_t)train_n, o->seed, (uint64_t)epoch);
@@ -1049,6 +1054,7 @@ int main(int argc, char **argv) {
                 int rows = (int)(train_n - start < o->batch ? train_n - start : o->batch);
                 long lo, count;   /* this rank's rows of the global batch */
                 shard(rows, rank, nranks, &lo, &count);
+                if (t == 0) watchdog_progress(epoch, start / o->batch + 1);
                 train_step(&m, &st[t], &train, order + start + lo, (int)count, rows, (float)o->lr, &loss_sum, t, T);
             }
         }
