@@ -139,6 +139,12 @@ $(O)hybrid/hybrid: hybrid/hybrid.c $(COMMON_SRC) $(COMMON_HDR)
 
 hybrid: $(O)hybrid/hybrid
 
+# the MPI programs run a watchdog thread (common/watchdog.h, --timeout-step): -pthread
+# (nvcc takes the library instead)
+$(O)mpi/mpi $(O)mpi/pipeline $(O)cnn/cnn $(O)hybrid/hybrid $(O)cuda/cuda-mpi-emu $(O)tests/bin/mpi-asan \
+  $(O)tests/bin/pipeline-asan $(O)tests/bin/test_cnn $(O)tests/bin/cnn-asan $(O)tests/bin/hybrid-asan: LDLIBS += -pthread
+$(O)cuda/cuda-mpi: LDLIBS += -lpthread
+
 # ---- CUDA -----------------------------------------------------------------------
 # cuda/cuda.cu is C-style CUDA; common/ is compiled as C by $(CC) and linked in.
 # -fmad=false: no multiply-add contracted except the explicit fmaf() of the products

@@ -61,6 +61,7 @@
 
 #define PROGRAM "cnn"
 #include "mpi_util.h"   /* rank, nranks, mpi_check(), agree_or_die(), shard(), ... */
+#include "watchdog.h"   /* --timeout-step: the stuck-rank watchdog */
 #define EVAL_BATCH 512          /* rows per forward pass when evaluating */
 #define MAX_THREADS 256
 #define MAX_FILTERS 256
@@ -101,6 +102,7 @@ static void usage(void) {
     variant_usage(SYNC, N_SYNC);
     printf("  --batch-per-rank B    B rows per rank per step, i.e. a global batch of P*B\n"
            "                        (seed report 003's semantics; instead of --batch)\n");
+    watchdog_usage();
     options_usage_exit_status();
 }
 
@@ -132,6 +134,7 @@ static void parse_options(cnn_options *o, int argc, char **argv) {
             o->sync = variant_parse(PROGRAM, "--sync", options_value(PROGRAM, argc, argv, &i), SYNC, N_SYNC);
             continue;
         }
+        if (watchdog_parse(PROGRAM, argc, argv, &i)) continue;
         if (!strcmp(a, "--batch-per-rank")) {
             o->batch_per_rank = options_long(PROGRAM, a, options_value(PROGRAM, argc, argv, &i), 1, 100000000);
             continue;
@@ -908,6 +911,7 @@ static long evaluate(cnn *m, thread_stats *st, int T, const dataset *d, unsigned
         thread_stats *s = &st[t];
         for (long start = 0; start < d->n; start += EVAL_BATCH) {
             int rows = (int)(d->n - start < EVAL_BATCH ? d->n - start : EVAL_BATCH);
+            if (t == 0) watchdog_beat();
             conv_pool_forward(m, d->x + start * SS, NULL, rows);
             team_barrier(s);
             long r0, r1;
@@ -1046,6 +1050,7 @@ int main(int argc, char **argv) {
     }
 
     /* training: one parallel region per epoch; every thread walks every batch */
+    watchdog_start();
     double t_start = timer_now() - ck.seconds;
     for (int epoch = ck.epochs_done + 1; epoch <= o->epochs; epoch++) {
         prng_permutation(order, (uint32_t)train_n, o->seed, (uint64_t)epoch);
@@ -1063,6 +1068,7 @@ int main(int argc, char **argv) {
                 int rows = (int)(train_n - start < o->batch ? train_n - start : o->batch);
                 long lo, count;   /* this rank's rows of the global batch */
                 shard(rows, rank, nranks, &lo, &count);
+                if (t == 0) watchdog_progress(epoch, start / o->batch + 1);
                 train_step(&m, &st[t], &train, order + start + lo, (int)count, rows, (float)o->lr, &loss_sum, t, T);
             }
         }
@@ -1084,6 +1090,7 @@ int main(int argc, char **argv) {
         if (results_epoch(PROGRAM, rank == 0, o->quiet, epoch, o->epochs, loss_curve[epoch - 1],
                           100.0 * sum[1] / (double)train_n, acc_curve[epoch - 1], epoch_sec[epoch - 1], train_n, extra))
             return 1;
+        watchdog_beat();   /* a checkpoint being written is progress */
         t_start += checkpoint_after_epoch_root(&ck, o, epoch, timer_now() - t_start);
     }
     double total = timer_now() - t_start;

@@ -73,6 +73,7 @@ extern "C" {
 #else
 #define PROGRAM "cuda"
 #endif
+#include "watchdog.h"           /* --timeout-step (MPI builds; stubs without MPI) */
 #define MAX_LAYERS (OPT_MAX_HIDDEN + 1)
 #define EVAL_BATCH 512          /* rows per forward pass when evaluating */
 #define THREADS 256             /* threads per block of the element-wise kernels */
@@ -170,6 +171,7 @@ static void usage(void) {
 #ifdef CUDA_EMU
     printf("This is the CPU emulation build (cuda/cuda_emu.h): for tests, not for timing.\n");
 #endif
+    watchdog_usage();
     options_usage_exit_status();
 }
 
@@ -210,6 +212,7 @@ static void parse_options(cuda_options *o, int argc, char **argv) {
             o->tile = atoi(v);
             continue;
         }
+        if (watchdog_parse(PROGRAM, argc, argv, &i)) continue;
         if (options_parse_common(&o->common, PROGRAM, argc, argv, &i)) continue;
         options_die(PROGRAM, "unknown option '%s'", argv[i]);
     }
@@ -699,6 +702,7 @@ static long evaluate(mlp *m, const device_data *g, const dataset *h, unsigned ch
     int L = m->n_layers, classes = m->size[L];
     for (long start = 0; start < g->n; start += m->max_rows) {
         int rows = (int)(g->n - start < m->max_rows ? g->n - start : m->max_rows);
+        watchdog_beat();
         mlp_forward(m, g->x + start * g->features, rows);
         LAUNCH(argmax_kernel, blocks_for(rows, THREADS), THREADS, m->act[L], rows, classes, dev_pred + start);
     }
@@ -879,6 +883,7 @@ int main(int argc, char **argv) {
     }
 
     /* training */
+    watchdog_start();
     double t_start = timer_now();
     for (int epoch = 1; epoch <= o->epochs; epoch++) {
         prng_permutation(order, (uint32_t)train_n, o->seed, (uint64_t)epoch);
@@ -891,6 +896,7 @@ int main(int argc, char **argv) {
             int rows = (int)(train_n - start < o->batch ? train_n - start : o->batch);
             long lo, count;   /* this rank's rows of the global batch */
             shard(rows, rank, nranks, &lo, &count);
+            watchdog_progress(epoch, start / o->batch + 1);
             if (count > 0)
                 LAUNCH(gather_kernel, blocks_for(count * train.features, THREADS), THREADS, dtrain.x, dtrain.y,
                        dev_order + start + lo, (int)count, train.features, m.act[0], m.batch_y);

@@ -52,6 +52,7 @@
 
 #define PROGRAM "hybrid"
 #include "mpi_util.h"   /* rank, nranks, mpi_check(), agree_or_die(), shard(), ... */
+#include "watchdog.h"   /* --timeout-step: the stuck-rank watchdog */
 #define MAX_LAYERS (OPT_MAX_HIDDEN + 1)
 #define EVAL_BATCH 512          /* rows per forward pass when evaluating */
 #define MAX_THREADS 256
@@ -86,6 +87,7 @@ static void usage(void) {
            "                        raw float32) to FILE (for the equivalence tests)\n"
            "Environment (test hook): PARTRAIN_FAKE_PROVIDED=single|funneled|serialized|multiple\n"
            "                        pretends MPI_Init_thread provided that thread level\n");
+    watchdog_usage();
     options_usage_exit_status();
 }
 
@@ -110,6 +112,7 @@ static void parse_options(hybrid_options *o, int argc, char **argv) {
             continue;
         }
         if (!strcmp(argv[i], "--dump-params")) { o->dump_params = options_value(PROGRAM, argc, argv, &i); continue; }
+        if (watchdog_parse(PROGRAM, argc, argv, &i)) continue;
         if (options_parse_common(&o->common, PROGRAM, argc, argv, &i)) continue;
         options_die(PROGRAM, "unknown option '%s'", argv[i]);
     }
@@ -412,6 +415,7 @@ static long evaluate(const mlp *m, work *ws, thread_stats *st, int T, const data
         work *w = &ws[t];
         for (long start = 0; start < d->n; start += EVAL_BATCH) {
             int rows = (int)(d->n - start < EVAL_BATCH ? d->n - start : EVAL_BATCH);
+            if (t == 0) watchdog_beat();
             long lo, hi;
             split_units(rows, t, T, 1, &lo, &hi);
             int n = (int)(hi - lo);
@@ -565,6 +569,7 @@ int main(int argc, char **argv) {
     }
 
     /* training: one parallel region per epoch; MPI inside it from the master thread only */
+    watchdog_start();
     double t_start = timer_now() - ck.seconds;
     for (int epoch = ck.epochs_done + 1; epoch <= o->epochs; epoch++) {
         prng_permutation(order, (uint32_t)train_n, o->seed, (uint64_t)epoch);
@@ -580,6 +585,7 @@ int main(int argc, char **argv) {
                 int rows = (int)(train_n - start < batch ? train_n - start : batch);
                 long lo, count;   /* this rank's rows of the global batch */
                 shard(rows, rank, nranks, &lo, &count);
+                if (t == 0) watchdog_progress(epoch, start / batch + 1);
                 train_step(&m, ws, &st[t], &train, order + start + lo, (int)count, rows, lr, t, T);
             }
         }
@@ -606,6 +612,7 @@ int main(int argc, char **argv) {
         if (results_epoch(PROGRAM, rank == 0, o->quiet, epoch, o->epochs, loss_curve[epoch - 1],
                           100.0 * sum[1] / (double)train_n, acc_curve[epoch - 1], epoch_sec[epoch - 1], train_n, extra))
             return 1;
+        watchdog_beat();   /* a checkpoint being written is progress */
         t_start += checkpoint_after_epoch_root(&ck, o, epoch, timer_now() - t_start);
     }
     double total = timer_now() - t_start;

@@ -47,6 +47,7 @@
 
 #define PROGRAM "mpi"
 #include "mpi_util.h"   /* rank, nranks, mpi_check(), agree_or_die(), shard(), ... */
+#include "watchdog.h"   /* --timeout-step: the stuck-rank watchdog */
 #define MAX_LAYERS (OPT_MAX_HIDDEN + 1)
 #define EVAL_BATCH 512          /* rows per forward pass when evaluating */
 
@@ -81,6 +82,7 @@ static void usage(void) {
            "                        (instead of --batch; fewer updates per epoch as P grows)\n"
            "  --dump-params FILE    after training, rank 0 writes the parameters (W1 b1 W2 ...,\n"
            "                        raw float32) to FILE (for the equivalence tests)\n");
+    watchdog_usage();
     options_usage_exit_status();
 }
 
@@ -106,6 +108,7 @@ static void parse_options(mpi_options *o, int argc, char **argv) {
             continue;
         }
         if (!strcmp(argv[i], "--dump-params")) { o->dump_params = options_value(PROGRAM, argc, argv, &i); continue; }
+        if (watchdog_parse(PROGRAM, argc, argv, &i)) continue;
         if (!strcmp(argv[i], "--batch")) o->batch_given = 1;
         if (options_parse_common(&o->common, PROGRAM, argc, argv, &i)) continue;
         options_die(PROGRAM, "unknown option '%s'", argv[i]);
@@ -319,6 +322,7 @@ static long evaluate(mlp *m, const dataset *d, unsigned char *predictions) {
     long correct = 0;
     for (long start = 0; start < d->n; start += m->max_rows) {
         int rows = (int)(d->n - start < m->max_rows ? d->n - start : m->max_rows);
+        watchdog_beat();
         memcpy(m->act[0], d->x + (size_t)start * d->features, sizeof(float) * (size_t)rows * d->features);
         mlp_forward(m, rows);
         for (int i = 0; i < rows; i++) {
@@ -410,6 +414,7 @@ int main(int argc, char **argv) {
     }
 
     /* training */
+    watchdog_start();
     double t_start = timer_now() - ck.seconds;
     for (int epoch = ck.epochs_done + 1; epoch <= o->epochs; epoch++) {
         prng_permutation(order, (uint32_t)train_n, o->seed, (uint64_t)epoch);
@@ -420,6 +425,7 @@ int main(int argc, char **argv) {
             int rows = (int)(train_n - start < o->batch ? train_n - start : o->batch);
             long lo, count;   /* this rank's rows of the global batch */
             shard(rows, rank, nranks, &lo, &count);
+            watchdog_progress(epoch, start / o->batch + 1);
             gather_batch(&train, order + start + lo, (int)count, m.act[0], batch_y);
             loss_sum += train_step(&m, batch_y, (int)count, rows, (float)o->lr, &correct);
         }
@@ -438,6 +444,7 @@ int main(int argc, char **argv) {
         if (results_epoch(PROGRAM, rank == 0, o->quiet, epoch, o->epochs, loss_curve[epoch - 1],
                           100.0 * sum[1] / (double)train_n, acc_curve[epoch - 1], epoch_sec[epoch - 1], train_n, extra))
             return 1;
+        watchdog_beat();   /* a checkpoint being written is progress */
         t_start += checkpoint_after_epoch_root(&ck, o, epoch, timer_now() - t_start);
     }
     double total = timer_now() - t_start;

@@ -46,6 +46,7 @@
 
 #define PROGRAM "pipeline"
 #include "mpi_util.h"   /* rank, nranks, mpi_check(), agree_or_die(), shard(), ... */
+#include "watchdog.h"   /* --timeout-step: the stuck-rank watchdog */
 #define MAX_LAYERS (OPT_MAX_HIDDEN + 1)
 #define EVAL_BATCH 512          /* rows per forward pass when evaluating */
 
@@ -70,6 +71,7 @@ static void usage(void) {
            "  --split A,B,...       the last layer of each stage but the last (P-1 increasing\n"
            "                        numbers in 1..L-1; e.g. 1 for P = 2: layer 1 | layers 2..L)\n"
            "                        [the split with the smallest largest-stage FLOPs]\n");
+    watchdog_usage();
     options_usage_exit_status();
 }
 
@@ -109,6 +111,7 @@ static void parse_options(pipeline_options *o, int argc, char **argv) {
             continue;
         }
         if (!strcmp(argv[i], "--split")) { parse_split(o, options_value(PROGRAM, argc, argv, &i)); continue; }
+        if (watchdog_parse(PROGRAM, argc, argv, &i)) continue;
         if (options_parse_common(&o->common, PROGRAM, argc, argv, &i)) continue;
         options_die(PROGRAM, "unknown option '%s'", argv[i]);
     }
@@ -351,6 +354,7 @@ static long evaluate(mlp *m, const dataset *d, long n, unsigned char *prediction
     long correct = 0;
     for (long start = 0; start < n; start += EVAL_BATCH) {
         int rows = (int)(n - start < EVAL_BATCH ? n - start : EVAL_BATCH);
+        watchdog_beat();
         if (rank == 0) memcpy(m->act[0], d->x + (size_t)start * d->features, sizeof(float) * (size_t)rows * d->features);
         else COMM(MPI_Recv, (m->act[first - 1], rows * in, MPI_FLOAT, rank - 1, TAG_EVAL, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
         stage_forward(m, 0, rows);
@@ -539,6 +543,7 @@ int main(int argc, char **argv) {
     }
 
     /* training */
+    watchdog_start();
     double t_start = timer_now() - ck.seconds, my_busy = 0.0, counted_seconds = 0.0;
     for (int epoch = ck.epochs_done + 1; epoch <= o->epochs; epoch++) {
         prng_permutation(order, (uint32_t)train_n, o->seed, (uint64_t)epoch);
@@ -547,6 +552,7 @@ int main(int argc, char **argv) {
         long correct = 0;
         for (long start = 0; start < train_n; start += o->batch) {
             int rows = (int)(train_n - start < o->batch ? train_n - start : o->batch);
+            watchdog_progress(epoch, start / o->batch + 1);
             if (rank == 0) gather_batch(&train, order + start, rows, m.act[0], batch_y);
             if (rank == nranks - 1) gather_labels(&train, order + start, rows, batch_y);
             loss_sum += gpipe_step(&m, batch_y, rows, po.microbatches, (float)o->lr, &correct);
@@ -570,6 +576,7 @@ int main(int argc, char **argv) {
             return 1;
         if (checkpoint_due(o, epoch)) {
             double t_ck = timer_now();
+            watchdog_beat();   /* a checkpoint being written is progress */
             mpi_check(MPI_Gatherv(m.params, stage_floats, MPI_FLOAT, whole, counts, displs, MPI_FLOAT, 0, MPI_COMM_WORLD), "MPI_Gatherv");
             checkpoint_after_epoch_root(&ck, o, epoch, t_ck - t_start);
             t_start += timer_now() - t_ck;
