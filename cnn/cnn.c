@@ -965,6 +965,7 @@ int main(int argc, char **argv) {
     cnn_options co;
     parse_options(&co, argc, argv);
     train_options *o = &co.common;
+    flags_agree(o, co.sync * 1000L + co.filters);
     sync_mode = co.sync;
     int T = co.threads;
     char err[IDX_ERR_LEN] = "";

@@ -55,7 +55,7 @@ static void die_all(const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    if (rank == 0) options_die(PROGRAM, "%s", msg);
+    if (rank == 0) fprintf(stderr, PROGRAM ": %s (see --help)\n", msg);   /* options_die()'s form; every rank agrees */
     exit(2);
 }
 
@@ -70,16 +70,34 @@ static inline void shard(long n, int k, int parts, long *lo, long *count) {
 /* Ranks other than 0 parse the flags with stderr muted: the flags are the same on every
  * rank, so rank 0 alone prints options_die()'s one-line error; every rank exits with
  * status 2. Returns the saved stderr for unmute_stderr() (-1: nothing muted). */
+static int muted_stderr = -1;   /* the real stderr while muted (finalize_at_exit writes there) */
 static inline int mute_stderr_off_root(void) {
     if (rank == 0) return -1;
     fflush(stderr);
     int saved = dup(2);
     int devnull = open("/dev/null", O_WRONLY);
     if (devnull >= 0) { dup2(devnull, 2); close(devnull); }
-    return saved;
+    return muted_stderr = saved;
 }
 static inline void unmute_stderr(int saved) {
     if (saved >= 0) { fflush(stderr); dup2(saved, 2); close(saved); }
+    muted_stderr = -1;
+}
+
+/* Every rank must run the same command line (mpirun's MPMD form, `A : B`, can give ranks
+ * other ones): the flags that shape the run, and `own` (the trainer's own, e.g. its
+ * --sync), compared over the ranks right after parsing; different ones: one line from
+ * rank 0, every rank exits 2, instead of ranks that wait for each other forever. */
+static inline void flags_agree(const train_options *o, long own) {
+    long v[] = { o->epochs, o->batch, o->batch_full, o->train_n, o->test_n, o->image_size, o->n_hidden,
+                 o->activation, (long)(o->lr * 1e12), (long)(o->seed >> 1), o->checkpoint_every, own,
+                 o->hidden[0], o->hidden[1], o->hidden[2], o->hidden[3], o->hidden[4], o->hidden[5], o->hidden[6],
+                 o->hidden[7] };
+    unsigned long long h = 0xcbf29ce484222325ull, lo, hi;
+    for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) h = (h ^ (unsigned long long)v[k]) * 0x100000001b3ull;
+    mpi_check(MPI_Allreduce(&h, &lo, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce");
+    mpi_check(MPI_Allreduce(&h, &hi, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
+    if (lo != hi) die_all("the ranks were given different flags (mpirun's 'A : B' form?): every rank must run the same command line");
 }
 
 /* How many ranks of this run share this rank's node (and so its memory). */
@@ -199,12 +217,34 @@ static inline double checkpoint_after_epoch_root(const checkpoint *c, const trai
 }
 
 /* exit() anywhere (bad flags on every rank, --help) still finalizes MPI, so mpirun sees
- * a clean exit with our status instead of a process "exiting improperly" */
+ * a clean exit with our status instead of a process "exiting improperly". But a rank that
+ * alone refused its flags (mpirun's MPMD form, `A : B`, gives ranks other command lines)
+ * must not wait in MPI_Finalize while the others wait in a collective: the ranks that
+ * refused flags meet in a barrier first; when the others do not come within 2 s, this
+ * rank says why and leaves without MPI_Finalize, and mpirun ends the job. */
 static inline void finalize_at_exit(void) {
     int init = 0, fin = 0;
     MPI_Initialized(&init);
     MPI_Finalized(&fin);
-    if (init && !fin) MPI_Finalize();
+    if (!init || fin) return;
+    if (options_error[0] && nranks > 1) {
+        MPI_Request req;
+        int done = 0;
+        double end = timer_now() + 2.0;
+        if (MPI_Ibarrier(MPI_COMM_WORLD, &req) == MPI_SUCCESS)
+            while (!done && timer_now() < end && MPI_Test(&req, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && !done)
+                nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+        if (!done) {
+            if (muted_stderr >= 0)   /* its message went to /dev/null with the other ranks' */
+                dprintf(muted_stderr, PROGRAM ": rank %d: %s; the other ranks accepted their flags: every rank must "
+                        "run the same command line\n", rank, options_error);
+            else
+                fprintf(stderr, PROGRAM ": rank %d: the other ranks accepted their flags: every rank must run the "
+                        "same command line\n", rank);
+            _exit(2);
+        }
+    }
+    MPI_Finalize();
 }
 
 #endif

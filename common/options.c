@@ -20,13 +20,14 @@ _Noreturn void options_fuzz_exit(int status);
 #define OPTIONS_EXIT exit
 #endif
 
+char options_error[512];
+
 void options_die(const char *prog, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "%s: ", prog);
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, " (see --help)\n");
+    vsnprintf(options_error, sizeof options_error, fmt, ap);
     va_end(ap);
+    fprintf(stderr, "%s: %s (see --help)\n", prog, options_error);
     OPTIONS_EXIT(2);
 }
 

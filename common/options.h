@@ -51,6 +51,9 @@ const char *options_value(const char *prog, int argc, char **argv, int *i); /* v
 void options_usage_common(void);
 void options_usage_exit_status(void);   /* the last lines of every --help */
 void options_die(const char *prog, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
+/* options_die()'s last message, without the program's name ("" until a flag was refused):
+ * an MPI rank that alone refused its flags says why on its way out (common/mpi_util.h) */
+extern char options_error[512];
 
 /* One table of variants per program (its --accum, --sync, --kernel or --gemm modes), declared
  * as an X-macro list X(ID, "csv-name", "flag value", "one line of help") so that the enum,

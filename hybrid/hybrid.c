@@ -495,6 +495,7 @@ int main(int argc, char **argv) {
     hybrid_options ho;
     parse_options(&ho, argc, argv);
     train_options *o = &ho.common;
+    flags_agree(o, ho.sync);
     int T = ho.threads;
     sync_mode = ho.sync;
     char err[IDX_ERR_LEN] = "";

@@ -366,6 +366,7 @@ int main(int argc, char **argv) {
     mpi_options mo;
     parse_options(&mo, argc, argv);
     train_options *o = &mo.common;
+    flags_agree(o, mo.sync);
     sync_mode = mo.sync;
     char err[IDX_ERR_LEN] = "", variant[64];
 

@@ -403,6 +403,7 @@ int main(int argc, char **argv) {
     pipeline_options po;
     parse_options(&po, argc, argv);
     train_options *o = &po.common;
+    flags_agree(o, po.microbatches);
     char err[IDX_ERR_LEN] = "";
 
     /* outputs (rank 0 writes them): checked before the work, not after it */

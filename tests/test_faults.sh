@@ -61,11 +61,25 @@ if [ $have_mpi = 1 ] && [ -x mpi/mpi ]; then
     [ -x $prog ] || continue
     label=${prog#*/}
     expect_error "$label: rank 1 loads another training set (same size, other pixels)" "different training sets" \
-      --label "$label" $MPI 1 $prog --data "$TMP/other" --epochs 1 --csv "$TMP/err.csv" : -np 1 $prog --data "$TMP/mixed" \
-      --test 10 --image-size 28 --epochs 1 --csv "$TMP/err.csv"
-    expect_error "$label: rank 1 loads fewer training samples" "different training sets" \
+      --label "$label" $MPI 1 $prog --data "$TMP/other" --test 10 --image-size 28 --epochs 1 --csv "$TMP/err.csv" : \
+      -np 1 $prog --data "$TMP/mixed" --test 10 --image-size 28 --epochs 1 --csv "$TMP/err.csv"
+    expect_error "$label: rank 1 loads fewer training samples" "different training sets\|different flags" \
       --label "$label" $MPI 1 $prog --data "$TMP/other" --epochs 1 --csv "$TMP/err.csv" : -np 1 $prog --data "$TMP/other" \
       --train 150 --epochs 1 --csv "$TMP/err.csv"
+  done
+fi
+
+# ranks given other command lines (mpirun's MPMD form): refused at once, never a hang
+if [ $have_mpi = 1 ]; then
+  for prog in mpi/mpi mpi/pipeline; do
+    [ -x $prog ] || continue
+    label=${prog#*/}
+    expect_error "$label: ranks given different flags (--epochs 2 : --epochs 3)" "different flags" \
+      --label "$label" $MPI 1 $prog --data $DATA --train 500 --epochs 2 --csv "$TMP/err.csv" : \
+      -np 1 $prog --data $DATA --train 500 --epochs 3 --csv "$TMP/err.csv"
+    expect_error "$label: only rank 1 refuses its flags (--epochs 0): named, no hang" "rank 1: --epochs: 0 is out of range" \
+      --label "$label" $MPI 1 $prog --data $DATA --train 500 --epochs 2 --csv "$TMP/err.csv" : \
+      -np 1 $prog --data $DATA --train 500 --epochs 0 --csv "$TMP/err.csv"
   done
 fi
 
