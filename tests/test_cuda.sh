@@ -26,7 +26,7 @@ cd "$(dirname "$0")/.." || exit 1
 DATA=data/mnist
 EMU=cuda/cuda-emu
 TOL=1e-5
-LIMIT=150   # seconds after which a run counts as hung
+LIMIT=$((150 * SLOWDOWN)) # seconds after which a run counts as hung
 
 if [ ! -x $EMU ]; then
   if [ -n "$(command -v "${CXX:-g++}")" ]; then fail "$EMU built" "missing: make cuda-emu"; else skip "CUDA emulation" "no C++ compiler (apt-get install g++)"; fi
