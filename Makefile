@@ -30,7 +30,11 @@ ifdef SANITIZE
 ifdef PORTABLE
 $(error SANITIZE=1 and PORTABLE=1 cannot be combined)
 endif
-override CFLAGS := $(SAN)
+# the runtimes linked statically: GCC's shared libasan and libubsan each keep their own
+# report file, and UBSan's then ignores log_path (tests/run-sanitized.sh needs every report
+# in a file); linked into the program they are one runtime, as with clang
+SAN_STATIC := $(shell echo 'int main(void){return 0;}' | $(CC) -fsanitize=address,undefined -static-libasan -static-libubsan -x c - -o /dev/null >/dev/null 2>&1 && echo -static-libasan -static-libubsan)
+override CFLAGS := $(SAN) $(SAN_STATIC)
 ARCH    ?= -march=native
 O       := build/sanitize/
 # the build summary runs the programs (--list-variants): OpenMPI's allocations at exit are
@@ -45,6 +49,12 @@ O       := build/portable/
 else
 ARCH    ?= -march=native
 O       :=
+endif
+ifneq ($(O),)
+# make SANITIZE=1 serial/serial (or PORTABLE=1) must not let make's built-in rule build the
+# native path serial/serial from serial/serial.c with these flags: no such rule here
+%: %.c
+%: %.o
 endif
 WARN     = -Wall -Wextra
 STD      = -std=c11
@@ -173,7 +183,7 @@ CUDA_OBJ  = $(O)cuda/obj/idx.o $(O)cuda/obj/options.o $(O)cuda/obj/results.o
 CUDA_DEPS = cuda/cuda.cu $(CUDA_OBJ) $(COMMON_HDR)
 NVCCFLAGS = -std=c++17 -O3 -fmad=false $(CUDA_ARCH) -Xcompiler -O3,$(ARCH),-Wall,-Wextra
 NVCCLIBS  = -lcublas -Xlinker -rpath,$(abspath $(dir $(NVCC))../lib64) $(LDLIBS)
-EMUFLAGS  = -std=c++17 $(if $(SANITIZE),$(SAN),-O2) $(ARCH) -ffp-contract=off $(WARN)
+EMUFLAGS  = -std=c++17 $(if $(SANITIZE),$(SAN) $(SAN_STATIC),-O2) $(ARCH) -ffp-contract=off $(WARN)
 
 $(O)cuda/obj/%.o: common/%.c $(COMMON_HDR)
 	@mkdir -p $(dir $@)

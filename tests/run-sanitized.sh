@@ -12,17 +12,19 @@
 # The sanitizers' settings, exported here and so inherited by every process of a test;
 # MPI ranks included: mpirun (scripts/mpirun.sh) starts local ranks with its own
 # environment, so no -x is needed:
-#   ASAN_OPTIONS   log_path: every ASan, UBSan and LeakSanitizer report goes to a file in
-#                  build/sanitize/reports/ instead of stderr, and tests/run.sh fails the test
-#                  after which such a file appeared (PARTRAIN_SANITIZER_LOGS) even when the
-#                  test itself only looks at a CSV and not at the exit status. The programs
-#                  also abort at the first error (-fno-sanitize-recover=all, exit status 1).
+#   ASAN_OPTIONS,  log_path: every ASan, LeakSanitizer and UBSan report goes to a file in
+#   UBSAN_OPTIONS  build/sanitize/reports/ instead of stderr (UBSan's too, because make
+#                  SANITIZE=1 links the runtimes statically), and tests/run.sh fails the
+#                  test after which such a file appeared (PARTRAIN_SANITIZER_LOGS), even
+#                  when the test itself looks at a CSV and not at the exit status. The
+#                  programs also stop at the first error (-fno-sanitize-recover=all): exit 1.
 #                  fast_unwind_on_malloc=0: whole allocation stacks (OpenMPI has no frame
 #                  pointers), which the suppressions below need.
-#   LSAN_OPTIONS   suppressions=tests/lsan.supp: what OpenMPI 4.1 still holds at
-#                  exit; leaks in partrain's own code are still reported.
-#   PARTRAIN_SANITIZE=1  tells the tests (tests/lib.sh) that they run sanitized programs: a
-#                  test that cannot (tests/test_portable.sh) skips with its reason.
+#   LSAN_OPTIONS   suppressions=tests/lsan.supp: what OpenMPI 4.1 still holds at exit (and
+#                  one race of the sanitizer runtime); leaks in partrain's code are reported.
+#   PARTRAIN_SANITIZE=1  tells the tests that they run sanitized programs: their hang limits
+#                  are tripled (SLOWDOWN, tests/lib.sh), and tests/test_portable.sh (a second
+#                  optimized build) skips with its reason.
 # Tests that set ASAN_OPTIONS themselves (detect_leaks=0 for tests/bin/*-asan under MPI)
 # replace these settings for their runs; they check the exit status and stderr themselves.
 set -u
