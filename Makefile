@@ -9,6 +9,8 @@
 #   make clean
 #
 #   make PORTABLE=1 [all|test]   the portable build (-march=x86-64-v3, no AVX-512) in build/portable/
+#   make SANITIZE=1 [all|test]   every program with ASan + UBSan in build/sanitize/, and the whole
+#                                suite run against them (tests/run-sanitized.sh; docs/testing.md)
 #
 # Overrides: CC, MPICC, NVCC, CUDA_ARCH, ARCH (default -march=native), and NO_BLAS=1 /
 # NO_OMP=1 / NO_MPI=1 / NO_CUDA=1 opt-outs.
@@ -16,14 +18,44 @@
 CC      ?= cc
 MPICC   ?= mpicc
 CFLAGS  ?= -O3
+# the sanitizer flags: the test builds tests/bin/*-asan, and every program under SANITIZE=1
+SAN = -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
+# SANITIZE=1: every program (the CUDA emulation included; not the nvcc build, whose device
+# code ASan cannot instrument) compiled with $(SAN) instead of CFLAGS, ARCH kept (-march=
+# native: the AVX-512 kernel is what normally runs); everything goes under build/sanitize/,
+# so the native binaries that benchmarks use are never overwritten. make test SANITIZE=1
+# then runs tests/run-sanitized.sh: build/sanitize/ becomes a shadow repository root
+# (symlinks to the sources, the sanitized binaries at the usual paths serial/serial, ...)
+# from which the unchanged suite runs, MPI ranks included (see that script).
+ifdef SANITIZE
+ifdef PORTABLE
+$(error SANITIZE=1 and PORTABLE=1 cannot be combined)
+endif
+# the runtimes linked statically: GCC's shared libasan and libubsan each keep their own
+# report file, and UBSan's then ignores log_path (tests/run-sanitized.sh needs every report
+# in a file); linked into the program they are one runtime, as with clang
+SAN_STATIC := $(shell echo 'int main(void){return 0;}' | $(CC) -fsanitize=address,undefined -static-libasan -static-libubsan -x c - -o /dev/null >/dev/null 2>&1 && echo -static-libasan -static-libubsan)
+override CFLAGS := $(SAN) $(SAN_STATIC)
+ARCH    ?= -march=native
+O       := build/sanitize/
+# the build summary runs the programs (--list-variants): OpenMPI's allocations at exit are
+# not reported (tests/lsan.supp), or the MPI programs would exit 1 without output
+export ASAN_OPTIONS ?= fast_unwind_on_malloc=0
+export LSAN_OPTIONS ?= suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0
 # PORTABLE=1: no AVX-512 (-march=x86-64-v3), so common/gemm.h's portable path is what
 # runs; everything goes under build/portable/ (make test PORTABLE=1 tests that build)
-ifdef PORTABLE
+else ifdef PORTABLE
 ARCH    ?= -march=x86-64-v3
 O       := build/portable/
 else
 ARCH    ?= -march=native
 O       :=
+endif
+ifneq ($(O),)
+# make SANITIZE=1 serial/serial (or PORTABLE=1) must not let make's built-in rule build the
+# native path serial/serial from serial/serial.c with these flags: no such rule here
+%: %.c
+%: %.o
 endif
 WARN     = -Wall -Wextra
 STD      = -std=c11
@@ -49,6 +81,9 @@ endif
 ifndef NO_CUDA
 NVCC ?= $(firstword $(shell command -v nvcc 2>/dev/null) $(wildcard $(CUDA_HOME)/bin/nvcc) $(wildcard /usr/local/cuda/bin/nvcc))
 HAVE_NVCC := $(if $(NVCC),yes)
+endif
+ifdef SANITIZE
+HAVE_NVCC :=
 endif
 # CUDA: the real build needs nvcc (cuBLAS comes with it); the CPU emulation build of the
 # same source (cuda/cuda_emu.h, for the tests) needs only a C++17 compiler with <ucontext.h>.
@@ -84,13 +119,13 @@ CPU_PROGRAMS = $(if $(HAVE_ZLIB),$(O)serial/serial) $(if $(and $(HAVE_ZLIB),$(HA
 cpu: $(CPU_PROGRAMS)
 
 report: $(CPU_PROGRAMS) $(CUDA_TARGETS)
-	@echo "partrain build summary:$(if $(O), the portable build ($(ARCH)) in $(O))"
+	@echo "partrain build summary:$(if $(SANITIZE), the sanitizer build (ASan + UBSan, $(ARCH)) in $(O),$(if $(O), the portable build ($(ARCH)) in $(O)))"
 	@$(if $(HAVE_ZLIB),echo "  ✓ serial/serial$(if $(HAVE_BLAS), (with --gemm blas: OpenBLAS found), (without --gemm blas: OpenBLAS not found; apt-get install libopenblas-dev))",echo "  ✗ serial/serial skipped: zlib headers missing (apt-get install zlib1g-dev)")
 	@$(if $(and $(HAVE_ZLIB),$(HAVE_OMP)),echo "  ✓ openmp/openmp (--accum $$($(O)openmp/openmp --list-variants | cut -f1 | paste -sd"|"))",echo "  ✗ openmp/openmp skipped: $(if $(NO_OMP),NO_OMP=1 given,$(if $(HAVE_ZLIB),$(CC) -fopenmp failed (apt-get install libgomp1 or use CC=gcc),zlib headers missing (apt-get install zlib1g-dev)))")
 	@$(if $(and $(HAVE_ZLIB),$(HAVE_MPI)),echo "  ✓ mpi/mpi (--sync $$($(O)mpi/mpi --list-variants | cut -f1 | paste -sd"|")) and mpi/pipeline (GPipe micro-batches): run with scripts/mpirun.sh P ...",echo "  ✗ mpi/mpi and mpi/pipeline skipped: $(if $(NO_MPI),NO_MPI=1 given,$(if $(HAVE_ZLIB),$(MPICC) not found (apt-get install openmpi-bin libopenmpi-dev),zlib headers missing (apt-get install zlib1g-dev)))")
-	@$(if $(HAVE_NVCC),echo "  ✓ cuda/cuda (nvcc $(NVCC) $(CUDA_ARCH); variants $$($(O)cuda/cuda --list-variants | cut -f1 | paste -sd"|"))$(if $(shell nvidia-smi -L 2>/dev/null | grep GPU),, (no GPU here: it exits 3; scripts/gpu-check.sh on a GPU machine))",echo "  ✗ cuda/cuda skipped: $(if $(NO_CUDA),NO_CUDA=1 given,nvcc not found in PATH or \$$CUDA_HOME/bin or /usr/local/cuda/bin (install the CUDA toolkit or set NVCC=))")
+	@$(if $(HAVE_NVCC),echo "  ✓ cuda/cuda (nvcc $(NVCC) $(CUDA_ARCH); variants $$($(O)cuda/cuda --list-variants | cut -f1 | paste -sd"|"))$(if $(shell nvidia-smi -L 2>/dev/null | grep GPU),, (no GPU here: it exits 3; scripts/gpu-check.sh on a GPU machine))",echo "  ✗ cuda/cuda skipped: $(if $(SANITIZE),SANITIZE=1 (ASan cannot instrument nvcc's device code; cuda/cuda-emu is the sanitized build of cuda.cu),$(if $(NO_CUDA),NO_CUDA=1 given,nvcc not found in PATH or \$$CUDA_HOME/bin or /usr/local/cuda/bin (install the CUDA toolkit or set NVCC=)))")
 	@$(if $(HAVE_CXX),echo "  ✓ cuda/cuda-emu (the same kernels on the CPU through cuda/cuda_emu.h: for tests, not timings)",echo "  ✗ cuda/cuda-emu skipped: $(CXX) cannot compile C++17 with <ucontext.h> (apt-get install g++)")
-	@$(if $(and $(HAVE_NVCC),$(HAVE_MPICXX)),echo "  ✓ cuda/cuda-mpi (data parallel over ranks, host-staged MPI_Allreduce)",echo "  ✗ cuda/cuda-mpi skipped: $(if $(NO_MPI),NO_MPI=1 given,$(if $(HAVE_NVCC),$(MPICXX) not found (apt-get install libopenmpi-dev),nvcc not found))")
+	@$(if $(and $(HAVE_NVCC),$(HAVE_MPICXX)),echo "  ✓ cuda/cuda-mpi (data parallel over ranks, host-staged MPI_Allreduce)",echo "  ✗ cuda/cuda-mpi skipped: $(if $(SANITIZE),SANITIZE=1 (nvcc build),$(if $(NO_MPI),NO_MPI=1 given,$(if $(HAVE_NVCC),$(MPICXX) not found (apt-get install libopenmpi-dev),nvcc not found)))")
 	@$(if $(and $(HAVE_CXX),$(HAVE_MPICXX)),echo "  ✓ cuda/cuda-mpi-emu (the MPI build on the CPU emulation)",echo "  ✗ cuda/cuda-mpi-emu skipped: $(if $(NO_MPI),NO_MPI=1 given,$(if $(HAVE_CXX),$(MPICXX) not found (apt-get install libopenmpi-dev),no C++17 compiler with <ucontext.h>))")
 	@$(if $(and $(HAVE_ZLIB),$(HAVE_MPI),$(HAVE_OMP)),echo "  ✓ cnn/cnn (--sync $$($(O)cnn/cnn --list-variants | cut -f1 | paste -sd"|"); seed report 003's CNN, MPI ranks x OpenMP threads: scripts/mpirun.sh [--bind-to-none] P cnn/cnn --threads T)",echo "  ✗ cnn/cnn skipped: $(if $(NO_MPI),NO_MPI=1 given,$(if $(NO_OMP),NO_OMP=1 given,$(if $(HAVE_ZLIB),$(if $(HAVE_MPI),$(CC) -fopenmp failed (apt-get install libgomp1),$(MPICC) not found (apt-get install openmpi-bin libopenmpi-dev)),zlib headers missing (apt-get install zlib1g-dev))))")
 	@$(if $(and $(HAVE_ZLIB),$(HAVE_MPI),$(HAVE_OMP)),echo "  ✓ hybrid/hybrid (MPI ranks x OpenMP threads, MPI_THREAD_FUNNELED; --sync $$($(O)hybrid/hybrid --list-variants | cut -f1 | paste -sd"|"): scripts/mpirun.sh --bind-to-none P hybrid/hybrid --threads T)",echo "  ✗ hybrid/hybrid skipped: $(if $(NO_MPI),NO_MPI=1 given,$(if $(NO_OMP),NO_OMP=1 given,$(if $(HAVE_ZLIB),$(if $(HAVE_MPI),$(CC) -fopenmp failed (apt-get install libgomp1),$(MPICC) not found (apt-get install openmpi-bin libopenmpi-dev)),zlib headers missing (apt-get install zlib1g-dev))))")
@@ -155,7 +190,7 @@ CUDA_OBJ  = $(O)cuda/obj/idx.o $(O)cuda/obj/options.o $(O)cuda/obj/results.o
 CUDA_DEPS = cuda/cuda.cu $(CUDA_OBJ) $(COMMON_HDR)
 NVCCFLAGS = -std=c++17 -O3 -fmad=false $(CUDA_ARCH) -Xcompiler -O3,$(ARCH),-Wall,-Wextra
 NVCCLIBS  = -lcublas -Xlinker -rpath,$(abspath $(dir $(NVCC))../lib64) $(LDLIBS)
-EMUFLAGS  = -std=c++17 -O2 $(ARCH) -ffp-contract=off $(WARN)
+EMUFLAGS  = -std=c++17 $(if $(SANITIZE),$(SAN) $(SAN_STATIC),-O2) $(ARCH) -ffp-contract=off $(WARN)
 
 $(O)cuda/obj/%.o: common/%.c $(COMMON_HDR)
 	@mkdir -p $(dir $@)
@@ -186,8 +221,7 @@ cuda-emu: $(O)cuda/cuda-emu
 cuda-mpi: $(if $(HAVE_NVCC),$(O)cuda/cuda-mpi) $(O)cuda/cuda-mpi-emu
 
 # ---- tests ------------------------------------------------------------------
-# Test binaries are built with AddressSanitizer + UndefinedBehaviorSanitizer.
-SAN = -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
+# Test binaries are built with AddressSanitizer + UndefinedBehaviorSanitizer ($(SAN), above).
 TEST_BINS = $(O)tests/bin/test_gemm $(O)tests/bin/test_serial $(O)tests/bin/test_loader $(O)tests/bin/test_results $(O)tests/bin/serial-asan
 TEST_BINS += $(if $(HAVE_CXX),$(O)tests/bin/test_cuda $(O)tests/bin/cuda-emu-asan $(O)tests/bin/cuda-emu-bug)
 TEST_BINS += $(if $(HAVE_OMP),$(O)tests/bin/openmp-asan)
@@ -265,11 +299,16 @@ $(O)tests/bin/test_gemm: tests/test_gemm.c common/gemm.h common/prng.h common/op
 	$(CC) $(STD) -O3 -g -fsanitize=address,undefined -fno-sanitize-recover=all $(ARCH) $(WARN) $(CPPFLAGS) tests/test_gemm.c -o $@ -lm
 
 # make test: everything (tests/test_portable.sh builds and checks the portable build too);
-# make test PORTABLE=1: only the portable build's kernel test and one golden run per trainer
+# make test PORTABLE=1: only the portable build's kernel test and one golden run per trainer;
+# make test SANITIZE=1: the sanitized programs and test binaries in build/sanitize/, then the
+# whole suite run against them by tests/run-sanitized.sh (docs/testing.md)
 test:
 	@scripts/setup.sh test
 ifdef PORTABLE
 	@tests/run.sh tests/test_portable.sh
+else ifdef SANITIZE
+	@$(MAKE) --no-print-directory -j$$(nproc) all $(TEST_BINS)
+	@tests/run-sanitized.sh
 else
 	@$(MAKE) --no-print-directory -j$$(nproc) all $(TEST_BINS)
 	@tests/run.sh

@@ -13,17 +13,21 @@ csv_col() {
 }
 csv_rows() { [ -f "$1" ] && echo $(( $(wc -l <"$1") - 1 )) || echo 0; }
 finish() { [ "$FAILS" -eq 0 ]; exit $?; }
+# SLOWDOWN: the factor for the tests' hang limits (LIMIT=$((120 * SLOWDOWN))): 1, or 3 under
+# make test SANITIZE=1 (PARTRAIN_SANITIZE=1, tests/run-sanitized.sh), whose ASan + UBSan
+# programs run 2-3x slower than the optimized ones
+SLOWDOWN=1; [ "${PARTRAIN_SANITIZE:-0}" = 1 ] && SLOWDOWN=3
 # expect_error NAME KEY [--label L] COMMAND...: a bad input must end COMMAND with exit 2,
 # one line on stderr (with --label L: one line starting "L: ", since mpirun adds its own
 # notice) that contains KEY (a grep pattern), and no CSV written. `--csv $TMP/err.csv` is
-# appended to COMMAND unless it already names --csv. Runs under timeout ${LIMIT:-120}.
+# appended to COMMAND unless it already names --csv. Runs under timeout ${LIMIT:-120 x SLOWDOWN}.
 expect_error() {
   local name=$1 key=$2 label="" a has_csv=0; shift 2
   if [ "${1:-}" = --label ]; then label=$2; shift 2; fi
   for a in "$@"; do [ "$a" = --csv ] && has_csv=1; done
   rm -f "$TMP/err.csv"
-  if [ $has_csv = 1 ]; then timeout "${LIMIT:-120}" "$@" >"$TMP/out" 2>"$TMP/err"
-  else timeout "${LIMIT:-120}" "$@" --csv "$TMP/err.csv" >"$TMP/out" 2>"$TMP/err"; fi
+  if [ $has_csv = 1 ]; then timeout "${LIMIT:-$((120 * SLOWDOWN))}" "$@" >"$TMP/out" 2>"$TMP/err"
+  else timeout "${LIMIT:-$((120 * SLOWDOWN))}" "$@" --csv "$TMP/err.csv" >"$TMP/out" 2>"$TMP/err"; fi
   local rc=$? lines
   if [ -n "$label" ]; then lines=$(grep -c "^$label: " "$TMP/err"); else lines=$(wc -l <"$TMP/err"); fi
   if [ "$rc" -eq 2 ] && [ "$lines" -eq 1 ] && grep -q -- "$key" "$TMP/err" && [ ! -e "$TMP/err.csv" ]; then

@@ -7,6 +7,10 @@
 # all, as a failure, and ends with
 #   N passed, N failed[, N skipped]
 # exiting non-zero if anything failed. Run from the repository root (make test does).
+# PARTRAIN_SANITIZER_LOGS=DIR (tests/run-sanitized.sh, make test SANITIZE=1): the sanitizers
+# write their reports into DIR (log_path); a test after which one appeared fails with it,
+# and the files are moved to DIR/<test name>/. A file that holds no report (ASan's warning
+# that it does not fully support swapcontext, printed by the CUDA emulation) is not one.
 set -u
 cd "$(dirname "$0")/.."
 
@@ -39,6 +43,16 @@ for t in "${tests[@]}"; do
   elif [ "$f" -gt 0 ]; then
     # show what the failing program printed besides its check lines (sanitizer reports, ...)
     grep -vE '^(PASS|SKIP) ' "$log" | grep -vE '^FAIL ' | tail -n 20 | sed 's/^/    | /'
+  fi
+  if [ -n "${PARTRAIN_SANITIZER_LOGS:-}" ] && [ -n "$(find "$PARTRAIN_SANITIZER_LOGS" -maxdepth 1 -type f 2>/dev/null)" ]; then
+    keep=$PARTRAIN_SANITIZER_LOGS/$(basename "$t")
+    mkdir -p "$keep" && find "$PARTRAIN_SANITIZER_LOGS" -maxdepth 1 -type f -exec mv {} "$keep/" \;
+    reports=$(grep -lE 'ERROR: |runtime error' "$keep"/* 2>/dev/null)
+    if [ -n "$reports" ]; then
+      echo "  FAIL $t: sanitizer reports ($(wc -l <<<"$reports") in $keep); the first:"
+      grep -m 12 -E 'ERROR|SUMMARY|runtime error|#[0-9]+ ' "$(head -n 1 <<<"$reports")" | sed 's/^/    | /'
+      f=$((f + 1))
+    fi
   fi
   passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + s))
   echo "  ($(( $(date +%s) - start )) s)"

@@ -16,7 +16,7 @@
 set -u
 cd "$(dirname "$0")/.." || exit 1
 . tests/lib.sh
-LIMIT=60
+LIMIT=$((60 * SLOWDOWN))
 DATA=data/mnist
 MPI="scripts/mpirun.sh"
 [ -d $DATA ] || { skip "faults" "data/mnist missing (make data)"; exit 0; }

@@ -19,7 +19,7 @@ cd "$(dirname "$0")/.." || exit 1
 DATA=data/mnist
 RUN="scripts/mpirun.sh --bind-to-none"
 TOL=1e-5
-LIMIT=120   # seconds after which a run counts as hung
+LIMIT=$((120 * SLOWDOWN)) # seconds after which a run counts as hung
 export OMP_WAIT_POLICY=passive
 
 if ! command -v mpirun >/dev/null || ! command -v "${MPICC:-mpicc}" >/dev/null; then

@@ -25,7 +25,7 @@ cd "$(dirname "$0")/.." || exit 1
 DATA=data/mnist
 RUN=scripts/mpirun.sh
 TOL=1e-5
-LIMIT=120   # seconds after which a run counts as hung
+LIMIT=$((120 * SLOWDOWN)) # seconds after which a run counts as hung
 
 if ! command -v mpirun >/dev/null || ! command -v "${MPICC:-mpicc}" >/dev/null; then
   if [ "${PARTRAIN_REQUIRE_MPI:-0}" = 1 ]; then

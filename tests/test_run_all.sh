@@ -28,7 +28,7 @@
 cd "$(dirname "$0")/.." || exit 1
 . tests/lib.sh
 . bench/lib.sh    # PARTRAIN_PYTHON
-LIMIT=400   # seconds after which a run_all.sh run counts as hung
+LIMIT=$((400 * SLOWDOWN)) # seconds after which a run_all.sh run counts as hung
 
 if ! command -v mpirun >/dev/null; then
   if [ "${PARTRAIN_REQUIRE_MPI:-0}" = 1 ]; then
