@@ -8,7 +8,7 @@
 #   - a normal run with --timeout-step 1 (fast steps) ends normally: no watchdog line;
 #   - --timeout-step 0: a rank stopped for 9 s is not reported, and resumed, the run ends
 #     normally;
-#   - a phase in which one rank keeps working (its test shard 5000 samples, the other's
+#   - a phase in which one rank keeps working (its test shard 40,000 samples, the other's
 #     one) while the other waits longer than S: the roll call sees progress, no abort;
 #   - steps slower than S on every rank: the "no rank has made progress" verdict, one line;
 #   - bad values: one line, exit 2; --help lists the flag.
@@ -168,28 +168,31 @@ if [ -x mpi/mpi ]; then
     fail "$name" "no epoch line or no rank 1 process: $(head -c 300 "$TMP/err")"
   fi
 
-  # big images (80x80, random pixels) for the two cases below, uncompressed: fast to load
-  mkdir -p "$TMP/big"
-  python3 - "$TMP/big" <<'PY' || fail "watchdog: writing IDX files" "python3 failed"
+  # random images for the two cases below, uncompressed (fast to load): $TMP/wide holds
+  # 80,000 28x28 test images, $TMP/big 8,000 80x80 training images
+  mkdir -p "$TMP/wide" "$TMP/big"
+  python3 - "$TMP" <<'PY' || fail "watchdog: writing IDX files" "python3 failed"
 import os, struct, sys
-for name, n in (("train", 5200), ("t10k", 10000)):
-    with open(f"{sys.argv[1]}/{name}-images-idx3-ubyte", "wb") as f:
-        f.write(struct.pack(">IIII", 0x803, n, 80, 80)); f.write(os.urandom(n * 6400))
-    with open(f"{sys.argv[1]}/{name}-labels-idx1-ubyte", "wb") as f:
+for d, name, n, side in (("wide", "train", 200, 28), ("wide", "t10k", 80000, 28),
+                         ("big", "train", 8000, 80), ("big", "t10k", 100, 80)):
+    with open(f"{sys.argv[1]}/{d}/{name}-images-idx3-ubyte", "wb") as f:
+        f.write(struct.pack(">IIII", 0x803, n, side, side)); f.write(os.urandom(n * side * side))
+    with open(f"{sys.argv[1]}/{d}/{name}-labels-idx1-ubyte", "wb") as f:
         f.write(struct.pack(">II", 0x801, n)); f.write(bytes(b % 10 for b in os.urandom(n)))
 PY
 
   # one rank works (a beat per evaluation chunk of 512 rows) while the other waits longer
-  # than S: rank 1 evaluates a 5000-sample test shard of a 43M-parameter net (10 chunks of
-  # about a second), rank 0 one sample (mpirun's MPMD form gives them different --test);
+  # than S: rank 1 evaluates a 40,000-sample test shard of a 20M-parameter net (79 chunks
+  # of 20 GFLOP: 10 s to a minute), rank 0 one sample (mpirun's MPMD form gives them
+  # different --test);
   # PARTRAIN_WATCHDOG_VERBOSE=1 prints each roll call's verdict
-  heavy=(--data "$TMP/big" --train 200 --hidden 4096,4096 --epochs 1 --timeout-step 4)
+  heavy=(--data "$TMP/wide" --train 200 --hidden 4096,4096 --epochs 1 --timeout-step 3)
   rm -f "$TMP/wd.csv"
   PARTRAIN_WATCHDOG_VERBOSE=1 timeout 300 $MPI 1 mpi/mpi "${heavy[@]}" --test 2 --csv "$TMP/wd.csv" : \
-    -np 1 mpi/mpi "${heavy[@]}" --test 10000 --csv none >"$TMP/out" 2>"$TMP/err"
+    -np 1 mpi/mpi "${heavy[@]}" --test 80000 --csv none >"$TMP/out" 2>"$TMP/err"
   RC=$?
   lines=$(grep -c "^mpi: .*\(does not answer\|no rank has made progress\)" "$TMP/err")
-  check "mpi P=2: rank 0 waits while rank 1 evaluates a large shard (--timeout-step 4): no abort, a row" \
+  check "mpi P=2: rank 0 waits while rank 1 evaluates a large shard (--timeout-step 3): no abort, a row" \
     "exit $RC, $lines watchdog lines: $(grep '^mpi: ' "$TMP/err" | head -c 400)" \
     [ "$RC" = 0 -a "$lines" = 0 -a "$(csv_rows "$TMP/wd.csv")" = 1 ]
   if grep -q "watchdog: roll call .*a slow step elsewhere" "$TMP/err"; then
@@ -198,10 +201,11 @@ PY
     skip "mpi P=2: a roll call during the wait" "rank 1 evaluated too fast for a roll call: $(grep 'watchdog' "$TMP/err" | head -c 200)"
   fi
 
-  # steps slower than S on every rank (2600 rows of the 43M-parameter net per rank and
-  # step, --timeout-step 1): every rank answers, none progresses, twice: one line, exit 1
+  # steps slower than S on every rank (4,000 rows of a 43M-parameter net per rank and
+  # step: 1 TFLOP; --timeout-step 1): every rank answers, none progresses, twice: one
+  # line, exit 1 (about 8 s into the first step)
   name="mpi P=2: steps slower than --timeout-step 1 on every rank: the no-progress verdict"
-  launch timeout 120 $MPI 2 mpi/mpi --data "$TMP/big" --train 5200 --test 100 --batch 5200 --hidden 4096,4096 \
+  launch timeout 120 $MPI 2 mpi/mpi --data "$TMP/big" --train 8000 --test 100 --batch 8000 --hidden 4096,4096 \
     --epochs 2 --timeout-step 1
   finish_job 150
   lines=$(grep -c "^mpi: .*--timeout-step" "$TMP/err")
