@@ -848,10 +848,10 @@ static void train_step(cnn *m, thread_stats *st, const dataset *d, const uint32_
     split(rows, t, T, &r0, &r1);
     int active = rows < T ? (rows > 0 ? rows : 1) : T;   /* threads 0..active-1 hold sums */
     atomic_store_explicit(&blocks[t].span, (uint64_t)r0 << 32 | (uint64_t)r1, memory_order_relaxed);
-    if (test_hold_owner >= 0 && t == test_hold_owner && T > 1) {   /* tests only: wait (up to 1 s) until a piece is taken */
+    if (test_hold_owner >= 0 && t == test_hold_owner && T > 1) {   /* tests only: wait (up to 30 s: a loaded machine may not run the other thread for a while) until a piece is taken */
         double t0 = timer_now();
         while ((long)(atomic_load_explicit(&blocks[t].span, memory_order_relaxed) & 0xffffffffu) == r1 &&
-               timer_now() - t0 < 1.0) {}
+               timer_now() - t0 < 30.0) {}
     }
     while (take_piece(&blocks[t], 1, T == 1, &lo, &hi)) sample_pass(m, st, d, idx, lo, hi);
     blocks[t].owner_end = lo;

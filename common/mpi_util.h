@@ -85,11 +85,12 @@ static inline void unmute_stderr(int saved) {
 }
 
 /* Every rank must run the same command line (mpirun's MPMD form, `A : B`, can give ranks
- * other ones): the flags that shape the run, and `own` (the trainer's own, e.g. its
- * --sync), compared over the ranks right after parsing; different ones: one line from
+ * other ones): the flags that shape the training, and `own` (the trainer's own, e.g. its
+ * --sync), compared over the ranks right after parsing (--test may differ: it only sizes
+ * each rank's test shard, and tests/test_watchdog.sh unbalances the ranks with it); different ones: one line from
  * rank 0, every rank exits 2, instead of ranks that wait for each other forever. */
 static inline void flags_agree(const train_options *o, long own) {
-    long v[] = { o->epochs, o->batch, o->batch_full, o->train_n, o->test_n, o->image_size, o->n_hidden,
+    long v[] = { o->epochs, o->batch, o->batch_full, o->train_n, o->image_size, o->n_hidden,
                  o->activation, (long)(o->lr * 1e12), (long)(o->seed >> 1), o->checkpoint_every, own,
                  o->hidden[0], o->hidden[1], o->hidden[2], o->hidden[3], o->hidden[4], o->hidden[5], o->hidden[6],
                  o->hidden[7] };
