@@ -6,6 +6,8 @@
  * Errors: every MPI call goes through mpi_check() with MPI_ERRORS_RETURN set on
  * MPI_COMM_WORLD, so a failing call prints one line naming the rank and the call and
  * the whole job ends (MPI_Abort): no rank waits forever in a collective.
+ * Also the two-level (hierarchical) allreduce of `--sync hierarchical` and bench/comm:
+ * hier_init() builds the node and leader communicators, hier_allreduce() sums over them.
  */
 #ifndef PARTRAIN_MPI_UTIL_H
 #define PARTRAIN_MPI_UTIL_H
@@ -109,6 +111,72 @@ static inline int ranks_on_this_node(void) {
     mpi_check(MPI_Comm_size(node, &local), "MPI_Comm_size");
     mpi_check(MPI_Comm_free(&node), "MPI_Comm_free");
     return local;
+}
+
+/* ---- the hierarchical allreduce (--sync hierarchical; bench/comm's op hierarchical)
+ * Sum a float buffer over every rank in three steps: MPI_Reduce to the node's first rank
+ * within each node (shared memory), MPI_Allreduce among those leaders (one rank per node:
+ * the only traffic between nodes, once per node instead of once per rank), MPI_Bcast
+ * within each node. The nodes: MPI_Comm_split_type(MPI_COMM_TYPE_SHARED); the test hook
+ * PARTRAIN_RANKS_PER_NODE=K instead makes pseudo-nodes of K consecutive world ranks
+ * (MPI_Comm_split by rank / K), so that one machine can test several nodes.
+ * Sum order: MPI's (a reduction's order is the implementation's choice, fixed for a
+ * given communicator size in OpenMPI's default algorithms): reruns with the same ranks
+ * and nodes give the same bits, other P or K do not (docs/mpi.md). */
+typedef struct {
+    MPI_Comm node;       /* the ranks of this rank's node (node rank 0: its leader) */
+    MPI_Comm leaders;    /* the leaders of every node; MPI_COMM_NULL on the other ranks */
+    int node_rank, node_size;
+    int nodes;           /* how many nodes the run spans */
+    int max_node_size;   /* ranks on the fullest node */
+    int pseudo;          /* PARTRAIN_RANKS_PER_NODE's K (0: the real nodes) */
+} hier_comms;
+
+/* Collective over MPI_COMM_WORLD. A bad PARTRAIN_RANKS_PER_NODE: one line, exit 2 (every
+ * rank sees the same environment from mpirun). */
+static void __attribute__((unused)) hier_init(hier_comms *h) {
+    memset(h, 0, sizeof *h);
+    h->leaders = MPI_COMM_NULL;
+    const char *k = getenv("PARTRAIN_RANKS_PER_NODE");
+    if (k && *k) {
+        char *end = NULL;
+        long v = strtol(k, &end, 10);
+        if (*end || v < 1 || v > 1000000)
+            die_all("PARTRAIN_RANKS_PER_NODE='%s': expected a positive number of ranks per pseudo-node", k);
+        h->pseudo = (int)v;
+        mpi_check(MPI_Comm_split(MPI_COMM_WORLD, rank / h->pseudo, rank, &h->node), "MPI_Comm_split");
+    } else {
+        mpi_check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &h->node),
+                  "MPI_Comm_split_type");
+    }
+    mpi_check(MPI_Comm_set_errhandler(h->node, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+    mpi_check(MPI_Comm_rank(h->node, &h->node_rank), "MPI_Comm_rank");
+    mpi_check(MPI_Comm_size(h->node, &h->node_size), "MPI_Comm_size");
+    mpi_check(MPI_Comm_split(MPI_COMM_WORLD, h->node_rank == 0 ? 0 : MPI_UNDEFINED, rank, &h->leaders), "MPI_Comm_split");
+    if (h->leaders != MPI_COMM_NULL)
+        mpi_check(MPI_Comm_set_errhandler(h->leaders, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+    int leader = h->node_rank == 0;
+    mpi_check(MPI_Allreduce(&leader, &h->nodes, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
+    mpi_check(MPI_Allreduce(&h->node_size, &h->max_node_size, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
+}
+
+static void __attribute__((unused)) hier_free(hier_comms *h) {
+    if (h->node_size == 0) return;   /* hier_init() was not run */
+    if (h->leaders != MPI_COMM_NULL) mpi_check(MPI_Comm_free(&h->leaders), "MPI_Comm_free");
+    mpi_check(MPI_Comm_free(&h->node), "MPI_Comm_free");
+    h->node_size = 0;
+}
+
+/* buf[0..n) = its sum over every rank, in place, on every rank. Each call is checked here
+ * (a failure names the step and ends the job), so this returns MPI_SUCCESS: the trainers
+ * time it with their COMM(fn, args) like a plain MPI call. */
+static int __attribute__((unused)) hier_allreduce(float *buf, int n, const hier_comms *h) {
+    mpi_check(MPI_Reduce(h->node_rank == 0 ? MPI_IN_PLACE : buf, buf, n, MPI_FLOAT, MPI_SUM, 0, h->node),
+              "MPI_Reduce (within the node)");
+    if (h->leaders != MPI_COMM_NULL && h->nodes > 1)
+        mpi_check(MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_FLOAT, MPI_SUM, h->leaders), "MPI_Allreduce (node leaders)");
+    mpi_check(MPI_Bcast(buf, n, MPI_FLOAT, 0, h->node), "MPI_Bcast (within the node)");
+    return MPI_SUCCESS;
 }
 
 /* The data of a data-parallel run, checked alike on every rank: the whole training set

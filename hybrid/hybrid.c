@@ -8,11 +8,14 @@
  *   1. threads -> rank: thread t sums its parameter slice over the threads' buffers in
  *      thread order (a fixed order: bit-identical reruns);
  *   2. rank -> ranks: the master thread alone calls MPI (--sync): allreduce (every rank
- *      then updates) or reduce-bcast (rank 0 updates, then broadcasts the parameters);
+ *      then updates), reduce-bcast (rank 0 updates, then broadcasts the parameters) or
+ *      hierarchical (common/mpi_util.h's hier_allreduce(): MPI_Reduce within each node,
+ *      MPI_Allreduce among the node leaders, MPI_Bcast within the node; every rank then
+ *      updates; PARTRAIN_RANKS_PER_NODE=K: pseudo-nodes of K ranks, for tests);
  *   3. the threads apply serial's W = fmaf(-lr/B, g, W) to their slices.
  * Only the float summation order differs from serial: 1 x 1 is serial bit for bit.
  * Communicated per step: the rank gradients (the size of the model) between ranks;
- * barriers per step: 4 (allreduce) or 6 (reduce-bcast).
+ * barriers per step: 4 (allreduce, hierarchical) or 6 (reduce-bcast).
  * Thread level: MPI_Init_thread(MPI_THREAD_FUNNELED), every MPI call by the master thread
  * between barriers; a library providing less: one line, exit 2 (test hook
  * PARTRAIN_FAKE_PROVIDED=single|funneled|serialized|multiple).
@@ -64,14 +67,15 @@
 /* the variants: X(id, CSV name, --sync value, help) */
 #define SYNC_MODES(X) \
     X(SYNC_ALLREDUCE,    "allreduce",    "allreduce",    "MPI_Allreduce of all gradients, every rank updates") \
-    X(SYNC_REDUCE_BCAST, "reduce-bcast", "reduce-bcast", "MPI_Reduce to rank 0, rank 0 updates, MPI_Bcast")
+    X(SYNC_REDUCE_BCAST, "reduce-bcast", "reduce-bcast", "MPI_Reduce to rank 0, rank 0 updates, MPI_Bcast") \
+    X(SYNC_HIERARCHICAL, "hierarchical", "hierarchical", "MPI_Reduce in each node, MPI_Allreduce of node leaders, MPI_Bcast")
 enum sync_kind { SYNC_MODES(VARIANT_ENUM) N_SYNC };
 static const variant SYNC[] = { SYNC_MODES(VARIANT_ROW) };
 
 typedef struct {
     train_options common;
     int threads;                /* --threads T (per rank) */
-    int sync;                   /* --sync allreduce|reduce-bcast */
+    int sync;                   /* --sync allreduce|reduce-bcast|hierarchical */
     const char *dump_params;    /* --dump-params FILE (testing) */
 } hybrid_options;
 
@@ -274,6 +278,7 @@ static void dense_backward(const mlp *m, work *w, int l, const float *dz, int ro
 
 static double comm_seconds;      /* inside MPI calls during training, since the last reset */
 static int sync_mode;            /* --sync */
+static hier_comms hier;          /* hierarchical: the node and leader communicators */
 
 /* COMM(MPI_Allreduce, (args)): call, check, add the seconds to comm_seconds. Only ever
  * run by the master thread (MPI_THREAD_FUNNELED), so comm_seconds needs no lock. */
@@ -322,6 +327,8 @@ static void exchange_gradients(mlp *m) {
     int n = (int)m->params_alloc;
     if (sync_mode == SYNC_ALLREDUCE)
         COMM(MPI_Allreduce, (MPI_IN_PLACE, m->grad, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+    else if (sync_mode == SYNC_HIERARCHICAL)
+        COMM(hier_allreduce, (m->grad, n, &hier));
     else
         COMM(MPI_Reduce, (rank == 0 ? MPI_IN_PLACE : m->grad, m->grad, n, MPI_FLOAT, MPI_SUM, 0, MPI_COMM_WORLD));
 }
@@ -386,7 +393,7 @@ static void train_step(mlp *m, work *ws, thread_stats *st, const dataset *d, con
 #pragma omp master
     exchange_gradients(m);
     team_barrier(st);                              /* the sum over ranks is in m->grad */
-    if (sync_mode == SYNC_ALLREDUCE) {
+    if (sync_mode != SYNC_REDUCE_BCAST) {         /* allreduce, hierarchical: every rank has the sum */
         update_slices(m, scale, &s);
     } else {
         if (rank == 0) update_slices(m, scale, &s);
@@ -499,6 +506,7 @@ int main(int argc, char **argv) {
     int T = ho.threads;
     sync_mode = ho.sync;
     char err[IDX_ERR_LEN] = "";
+    if (sync_mode == SYNC_HIERARCHICAL) hier_init(&hier);
 
     /* outputs (rank 0 writes them): checked before the work, not after it */
     agree_or_die(rank == 0 && (results_check_output(o->csv, "--csv", err, sizeof err) ||
@@ -565,6 +573,9 @@ int main(int argc, char **argv) {
                m.n_params, o->data_dir, train_n, test_n, train.side, train.side, o->batch, o->batch / nranks,
                rank_rows, o->lr, (unsigned long long)o->seed, variant, nranks, T, cores,
                thread_level_name(provided), *wait_policy ? wait_policy : "unset");
+        if (sync_mode == SYNC_HIERARCHICAL)
+            printf("hybrid: hierarchical: %d node%s, up to %d ranks each%s\n", hier.nodes, hier.nodes == 1 ? "" : "s",
+                   hier.max_node_size, hier.pseudo ? " (pseudo-nodes: PARTRAIN_RANKS_PER_NODE)" : "");
         if (o->resume) printf("hybrid: resumed from %s after epoch %d\n", o->resume, ck.epochs_done);
         fflush(stdout);
     }
@@ -655,6 +666,7 @@ int main(int argc, char **argv) {
     }
 
     for (int i = 0; i < T; i++) work_free(&ws[i], &m);
+    hier_free(&hier);
     mlp_free(&m);
     dataset_free(&train);
     if (test_count > 0) dataset_free(&test);

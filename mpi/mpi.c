@@ -12,6 +12,9 @@
  *   reduce-bcast  MPI_Reduce to rank 0, rank 0 updates, MPI_Bcast of the parameters.
  *   overlap       one MPI_Iallreduce per layer, started in backward as soon as that
  *                 layer's gradient exists, MPI_Waitall before the update.
+ *   hierarchical  MPI_Reduce within each node, MPI_Allreduce among one leader per node,
+ *                 MPI_Bcast within the node (common/mpi_util.h's hier_allreduce());
+ *                 every rank updates. PARTRAIN_RANKS_PER_NODE=K: pseudo-nodes of K ranks.
  * Per epoch, outside the timed training: loss, correct counts and seconds in MPI are
  * reduced to rank 0, which alone prints and writes the CSV. Every rank loads the whole
  * training set (the shuffle is global) and its own shard of the test set.
@@ -59,13 +62,14 @@
 #define SYNC_MODES(X) \
     X(SYNC_ALLREDUCE,    "allreduce",    "allreduce",    "MPI_Allreduce of all gradients, every rank updates") \
     X(SYNC_REDUCE_BCAST, "reduce-bcast", "reduce-bcast", "MPI_Reduce to rank 0, rank 0 updates, MPI_Bcast") \
-    X(SYNC_OVERLAP,      "overlap",      "overlap",      "MPI_Iallreduce per layer during backward")
+    X(SYNC_OVERLAP,      "overlap",      "overlap",      "MPI_Iallreduce per layer during backward") \
+    X(SYNC_HIERARCHICAL, "hierarchical", "hierarchical", "MPI_Reduce in each node, MPI_Allreduce of node leaders, MPI_Bcast")
 enum sync_kind { SYNC_MODES(VARIANT_ENUM) N_SYNC };
 static const variant SYNC[] = { SYNC_MODES(VARIANT_ROW) };
 
 typedef struct {
     train_options common;
-    int sync;                   /* --sync allreduce|reduce-bcast|overlap */
+    int sync;                   /* --sync allreduce|reduce-bcast|overlap|hierarchical */
     long batch_per_rank;        /* --batch-per-rank B (0: not given; --batch is global) */
     int batch_given;            /* --batch was on the command line */
     const char *dump_params;    /* --dump-params FILE (testing) */
@@ -249,6 +253,7 @@ static double comm_seconds;      /* inside MPI calls during training, since the 
 static int sync_mode;            /* --sync */
 static MPI_Request pending[MAX_LAYERS];   /* overlap: one Iallreduce per layer in flight */
 static int n_pending;
+static hier_comms hier;          /* hierarchical: the node and leader communicators */
 
 /* COMM(MPI_Allreduce, (args)): call, check, add the seconds to comm_seconds */
 #define COMM(fn, args) do { double t_ = timer_now(); mpi_check(fn args, #fn); \
@@ -290,6 +295,10 @@ static void exchange_and_update(mlp *m, float scale) {
         COMM(MPI_Reduce, (rank == 0 ? MPI_IN_PLACE : m->grad, m->grad, n, MPI_FLOAT, MPI_SUM, 0, MPI_COMM_WORLD));
         if (rank == 0) sgd_update(m, scale);
         COMM(MPI_Bcast, (m->params, n, MPI_FLOAT, 0, MPI_COMM_WORLD));
+        break;
+    case SYNC_HIERARCHICAL:
+        COMM(hier_allreduce, (m->grad, n, &hier));
+        sgd_update(m, scale);
         break;
     default: /* SYNC_OVERLAP: the per-layer sums were started in backward */
         COMM(MPI_Waitall, (n_pending, pending, MPI_STATUSES_IGNORE));
@@ -369,6 +378,7 @@ int main(int argc, char **argv) {
     flags_agree(o, mo.sync);
     sync_mode = mo.sync;
     char err[IDX_ERR_LEN] = "", variant[64];
+    if (sync_mode == SYNC_HIERARCHICAL) hier_init(&hier);
 
     /* outputs (rank 0 writes them): checked before the work, not after it */
     agree_or_die(rank == 0 && (results_check_output(o->csv, "--csv", err, sizeof err) ||
@@ -410,6 +420,9 @@ int main(int argc, char **argv) {
                m.n_params, o->data_dir, train_n, test_n, train.side, train.side, o->batch, o->batch / nranks,
                rank_rows, mo.batch_per_rank ? ", --batch-per-rank" : "", o->lr, (unsigned long long)o->seed,
                variant, nranks);
+        if (sync_mode == SYNC_HIERARCHICAL)
+            printf("mpi: hierarchical: %d node%s, up to %d ranks each%s\n", hier.nodes, hier.nodes == 1 ? "" : "s",
+                   hier.max_node_size, hier.pseudo ? " (pseudo-nodes: PARTRAIN_RANKS_PER_NODE)" : "");
         if (o->resume) printf("mpi: resumed from %s after epoch %d\n", o->resume, ck.epochs_done);
         fflush(stdout);
     }
@@ -484,6 +497,7 @@ int main(int argc, char **argv) {
         if (status) fprintf(stderr, PROGRAM ": %s\n", err);
     }
 
+    hier_free(&hier);
     mlp_free(&m);
     dataset_free(&train);
     if (test_count > 0) dataset_free(&test);

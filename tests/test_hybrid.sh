@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # tests/test_hybrid.sh — hybrid/hybrid (P MPI ranks x T OpenMP threads, FUNNELED) against
 # serial: P x T in {1x1, 1x2, 2x1, 2x2} (plus 3x2 oversubscribed with a short last batch)
-# reproduce serial's per-epoch loss over 3 epochs, for both --sync modes; the thread-level
+# reproduce serial's per-epoch loss over 3 epochs, for every --sync mode (hierarchical also
+# across pseudo-nodes: PARTRAIN_RANKS_PER_NODE=K, 4 x 1 as 2 nodes x 2 ranks and 2 x 2 as
+# 2 nodes x 1 rank); the thread-level
 # check refuses a library that provides less than MPI_THREAD_FUNNELED; bad flags give one
 # line and exit 2; the AddressSanitizer/UBSan build trains cleanly.
 #
@@ -74,6 +76,19 @@ for sync in $(variants hybrid/hybrid); do
     fi
   done
 done
+# --sync hierarchical across pseudo-nodes of K consecutive ranks (the test hook
+# PARTRAIN_RANKS_PER_NODE): 4 ranks x 1 thread as 2 nodes x 2, 2 ranks x 2 threads as 2 x 1
+for pkt in 4:2:1 2:1:2; do
+  IFS=: read -r p k t <<<"$pkt"
+  run_hy "$TMP/out" env PARTRAIN_RANKS_PER_NODE=$k $RUN $p hybrid/hybrid "${CONF[@]}" --threads $t --sync hierarchical --csv "$CSV"
+  if [ $rc -ne 0 ]; then fail "hybrid --sync hierarchical, ${p}x$t, K = $k" "exit $rc: $(tail -n 5 "$TMP/out")"; continue; fi
+  curve=$(last_row hierarchical $p $t train_loss_curve)
+  d=$(max_rel "$ref" "$curve")
+  ok=0; grep -q "hierarchical: 2 nodes, up to $k rank" "$TMP/out" && awk -v d="$d" -v t="$TOL" 'BEGIN { exit !(d != "bad" && d + 0 <= t + 0) }' && ok=1
+  check "hybrid --sync hierarchical, ${p}x$t as 2 pseudo-nodes of $k rank(s): within $TOL of serial (max rel diff $d)" \
+    "serial $ref, got ${curve:-nothing}; $(grep -m1 'hierarchical:' "$TMP/out")" [ $ok = 1 ]
+done
+
 check "the CSV records ranks, threads and OMP_WAIT_POLICY (2 x 2: $(last_row allreduce 2 2 omp_wait_policy))" "no passive 2x2 row" \
   [ "$(last_row allreduce 2 2 omp_wait_policy)" = passive ]
 comm=$(last_row allreduce 2 2 comm_seconds)

@@ -2,7 +2,9 @@
 # tests/test_mpi.sh — the MPI trainers against serial: mpi/mpi (data parallel, every
 # --sync, P = 1..4 ranks, 3 and 4 oversubscribed on 2 cores) and mpi/pipeline (P = 2, 3
 # stages, M = 1, 4 micro-batches) reproduce serial's per-epoch loss over 3 epochs;
-# allreduce and reduce-bcast end with the same parameters; --batch-per-rank is the
+# allreduce and reduce-bcast end with the same parameters; --sync hierarchical across
+# pseudo-nodes (PARTRAIN_RANKS_PER_NODE=K: 2 nodes x 2 ranks, and 2 + 1) matches serial
+# and a bad K is refused; --batch-per-rank is the
 # global batch P*B; the error paths (more ranks than samples, a batch smaller than P,
 # bad flags, a rank that dies) end the job with a clear message instead of hanging;
 # the AddressSanitizer/UBSan builds train cleanly.
@@ -93,6 +95,19 @@ comm=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next } $c["progra
 check "mpi reports the seconds inside MPI calls (comm_seconds $comm at P = 2)" "comm_seconds '$comm'" \
   awk -v c="$comm" 'BEGIN { exit !(c > 0) }'
 check "mpi checks that the replicas end bit-identical" "$(tail -n 1 "$TMP/out")" grep -q "replicas identical" "$TMP/out"
+
+# --sync hierarchical across pseudo-nodes (the test hook PARTRAIN_RANKS_PER_NODE=K: nodes of
+# K consecutive ranks, as a cluster's would be): P = 4 as 2 nodes x 2 ranks, P = 3 as 2 + 1.
+# The leaders' allreduce is then real traffic between the nodes' sums.
+for pk in 4:2 3:2; do
+  p=${pk%:*} k=${pk#*:}
+  run_mpi "$TMP/out" env PARTRAIN_RANKS_PER_NODE=$k $RUN $p mpi/mpi "${CONF[@]}" --sync hierarchical --csv "$CSV"
+  if [ $rc -ne 0 ]; then fail "mpi --sync hierarchical, P = $p, K = $k" "exit $rc: $(tail -n 5 "$TMP/out")"; continue; fi
+  check "hierarchical, P = $p, K = $k: 2 pseudo-nodes" "$(head -n 3 "$TMP/out")" grep -q "hierarchical: 2 nodes, up to $k ranks" "$TMP/out"
+  check_equal "mpi --sync hierarchical, P = $p as 2 pseudo-nodes of <= $k ranks" "$(last_curve mpi hierarchical $p)" 0
+done
+expect_error "bad PARTRAIN_RANKS_PER_NODE: one line, exit 2" "PARTRAIN_RANKS_PER_NODE='0'" --label mpi \
+  env PARTRAIN_RANKS_PER_NODE=0 $RUN 2 mpi/mpi --data $DATA --train 100 --epochs 1 --sync hierarchical
 
 # allreduce vs reduce-bcast: the same parameters
 for p in 2 3 4; do
