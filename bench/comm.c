@@ -84,8 +84,8 @@ static void usage(void) {
            "  --iters N             timed iterations per size [adaptive: about --target-ms]\n"
            "  --target-ms T         adaptive: time calls for about T ms per op and size [20]\n"
            "  --warmup N            untimed iterations before each size [3]\n"
-           "  --csv FILE            append one row per (op, size) to FILE (header: " COMM_HEADER ")\n"
-           "  --dat FILE            also write stdout's table (gnuplot columns) to FILE\n"
+           "  --csv FILE            append one row per (op, size) to FILE (header: " COMM_HEADER ") [none]\n"
+           "  --dat FILE            also write stdout's table (gnuplot columns) to FILE [none]\n"
            "  --help                this text\n"
            "Environment: PARTRAIN_RANKS_PER_NODE=K  pseudo-nodes of K consecutive ranks (tests, one machine).\n"
            "Exit status: 0 done and every sum verified, 1 a wrong sum or a failed MPI call, 2 bad flags.\n");
@@ -165,6 +165,8 @@ static void parse_options(comm_options *o, int argc, char **argv) {
             options_die(PROGRAM, "unknown option '%s'", a);
         }
     }
+    if (o->csv && !strcmp(o->csv, "none")) o->csv = NULL;
+    if (o->dat && !strcmp(o->dat, "none")) o->dat = NULL;
     if (o->min_bytes % 4) options_die(PROGRAM, "--min-bytes %ld: not a multiple of 4 (the payload is floats)", o->min_bytes);
     if (o->max_bytes % 4) options_die(PROGRAM, "--max-bytes %ld: not a multiple of 4 (the payload is floats)", o->max_bytes);
     if (o->min_bytes > o->max_bytes) options_die(PROGRAM, "--min-bytes %ld is larger than --max-bytes %ld", o->min_bytes, o->max_bytes);
@@ -285,7 +287,8 @@ static void utc_now(char *buf, size_t len) {
 /* --csv: missing, empty, or headed by COMM_HEADER (else one line, exit 2: before any work) */
 static int check_csv(const char *path, char *err, size_t errlen) {
     if (!path) return 0;
-    if (results_check_output(path, "--csv", err, errlen)) return -1;
+    /* (not "--csv": that would check for the trainers' header) */
+    if (results_check_output(path, "--csv file", err, errlen)) return -1;
     FILE *f = fopen(path, "r");
     if (!f) return 0;
     char line[256] = "";
