@@ -2,7 +2,7 @@
 # scripts/localcluster.sh — a real Slurm cluster of N simulated hosts on this one machine,
 # for tests and for measuring partrain across "nodes" linked by a network of a chosen rate.
 #
-# Usage: scripts/localcluster.sh [--dir DIR] COMMAND
+# Usage: scripts/localcluster.sh [--dir DIR] [--name NAME] COMMAND
 #   up N             start N hosts node1..nodeN (each its own network and UTS namespace, so
 #                    its own hostname and address), slurmctld on host "ctl", one munged;
 #                    a second `up` with the same N does nothing, another N restarts it
@@ -18,12 +18,15 @@
 #                    veths' own (microseconds)
 #   counters         each bridge port's rx/tx bytes (rx: bytes the host sent into the network)
 #   hostfile [R]     print an OpenMPI hostfile of the hosts, R slots each (default 1)
-#   rsh-agent        print the path of the rsh agent that lets `mpirun --hostfile` start its
-#                    daemons inside the hosts' namespaces (--mca plm_rsh_agent PATH)
+#   rsh-agent        print the path of the rsh agent with which `mpirun --hostfile` starts its
+#                    daemons inside the hosts' namespaces (exec sets OMPI_MCA_plm_rsh_agent to it):
+#                      scripts/localcluster.sh hostfile 2 >hosts
+#                      scripts/localcluster.sh exec node1 scripts/mpirun.sh --hostfile hosts 6 mpi/mpi
 # Network: 10.250.0.0/24, a subnet that exists only inside the namespaces (nothing routed
 #   to or from the host's network): nodeK = 10.250.0.K, ctl = 10.250.0.254, joined by veth
-#   pairs to a bridge in its own namespace. Namespaces: partrain-br, partrain-ctl,
-#   partrain-node1.. (one cluster per machine). Each host is given $(nproc) CPUs in
+#   pairs to a bridge in its own namespace. Namespaces: NAME-br, NAME-ctl, NAME-node1..
+#   (--name, or PARTRAIN_CLUSTER_NAME, default partrain; clusters of other names and DIRs
+#   can run side by side, each its own isolated 10.250.0.0/24; tests/test_cluster.sh does). Each host is given $(nproc) CPUs in
 #   slurm.conf: the hosts share this machine's cores, so the exported environment sets
 #   OMPI_MCA_mpi_yield_when_idle=1 whenever N x CPUs exceed them (a rank that spins in MPI
 #   would otherwise starve the ranks of the other "hosts").
@@ -37,18 +40,20 @@ set -euo pipefail
 
 die() { echo "localcluster: $*" >&2; exit 2; }
 fail() { echo "localcluster: $*" >&2; exit 1; }
-dir=${PARTRAIN_CLUSTER_DIR:-/tmp/partrain-cluster}
+dir=${PARTRAIN_CLUSTER_DIR:-/tmp/partrain-cluster} PFX=${PARTRAIN_CLUSTER_NAME:-partrain}
 while [ $# -gt 0 ]; do
   case "$1" in
+    --name) [ $# -ge 2 ] && [ -n "$2" ] || die "--name needs a value"; PFX=$2; shift 2 ;;
     --dir) [ $# -ge 2 ] && [ -n "$2" ] || die "--dir needs a value"; dir=$2; shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) break ;;
   esac
 done
-[ $# -ge 1 ] || die "usage: scripts/localcluster.sh [--dir DIR] up N|down|status|exec HOST CMD...|rate RATE|off|counters|hostfile [R]|rsh-agent (see --help)"
+[[ $PFX =~ ^[a-z][a-z0-9-]{0,15}$ ]] || die "--name: '$PFX' is not 1-16 of a-z, 0-9, -"
+[ $# -ge 1 ] || die "usage: scripts/localcluster.sh [--dir DIR] [--name NAME] up N|down|status|exec HOST CMD...|rate RATE|off|counters|hostfile [R]|rsh-agent (see --help)"
 cmd=$1; shift
 case "$dir" in /*) ;; *) dir=$PWD/$dir ;; esac
-NET=10.250.0 PFX=partrain BR=partrain-br
+NET=10.250.0 BR=$PFX-br
 SBIN=${PARTRAIN_SLURM_SBIN:-/usr/sbin}
 
 # prereqs FOR-WHAT: every tool and package the cluster needs, else exit 2 naming what is missing
@@ -76,10 +81,12 @@ cluster_env() {
   echo "SLURM_CONF=$dir/slurm.conf"
   echo "OMPI_MCA_btl_tcp_if_include=$NET.0/24"
   echo "OMPI_MCA_oob_tcp_if_include=$NET.0/24"
+  echo "OMPI_MCA_plm_rsh_agent=$dir/rsh-agent"
   echo "OMPI_ALLOW_RUN_AS_ROOT=1"
   echo "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"
   [ $((n * cpus)) -le "$(nproc)" ] || echo "OMPI_MCA_mpi_yield_when_idle=1"
 }
+our_netns() { ip netns list | awk -v p="$PFX" '$1 ~ "^" p "-(br|ctl|node[0-9]+)$" { print $1 }'; }
 hosts() { local i; echo ctl; for i in $(seq 1 "$(nodes)"); do echo node$i; done; }
 
 write_conf() {   # N: slurm.conf for N nodes
@@ -125,7 +132,7 @@ up() {
   local n=$1 h i t0 ns
   t0=$(date +%s.%N)
   if [ "$(nodes)" = "$n" ] && alive; then echo "localcluster: $n hosts already up ($dir)"; return 0; fi
-  if [ -e "$dir" ] || ip netns list | grep -q "^$PFX-"; then down >/dev/null; fi
+  if [ -e "$dir" ] || [ -n "$(our_netns)" ]; then down >/dev/null; fi
   mkdir -p "$dir"/{munge,ctl/state,uts}
   chmod 700 "$dir/munge"
   echo "$n" >"$dir/nodes"
@@ -135,6 +142,15 @@ up() {
     --pid-file="$dir/munge/munged.pid" --log-file="$dir/munge/munged.log" --seed-file="$dir/munge/munged.seed" ||
     fail "munged did not start: see $dir/munge/munged.log"
   write_conf "$n"
+  # mpirun's rsh agent (OMPI_MCA_plm_rsh_agent in exec's environment): "AGENT HOST CMD" runs
+  # CMD (mpirun's orted) in HOST's namespaces, as ssh would on a real cluster
+  cat >"$dir/rsh-agent" <<EOF
+#!/bin/sh
+# written by scripts/localcluster.sh: mpirun's rsh agent for the simulated hosts
+h=\$1; shift
+exec nsenter --net=/run/netns/$PFX-\$h --uts=$dir/uts/\$h -- sh -c "\$*"
+EOF
+  chmod +x "$dir/rsh-agent"
   # the network: a bridge in its own namespace, one veth pair per host
   ip netns add $BR
   ip -n $BR link add br0 type bridge
@@ -191,7 +207,7 @@ down() {
     kill -9 "$pid" 2>/dev/null || true
   done
   # whatever is left in the hosts' namespaces (job steps: slurmstepd and its tasks) goes too
-  for ns in $(ip netns list | awk -v p="$PFX-" 'index($1, p) == 1 { print $1 }'); do
+  for ns in $(our_netns); do
     pids=$(ip netns pids "$ns" 2>/dev/null || true)
     [ -z "$pids" ] || kill -9 $pids 2>/dev/null || true
     ip netns delete "$ns" 2>/dev/null || true
