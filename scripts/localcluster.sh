@@ -235,13 +235,14 @@ case "$cmd" in
   rate)
     [ $# = 1 ] || die "rate needs RATE (e.g. 10gbit) or off"
     RATE=$1
-    [ "$RATE" = off ] || [[ $RATE =~ ^([0-9]+)(kbit|mbit|gbit)$ ]] || die "rate: '$RATE' is not NUMBER{kbit,mbit,gbit} or off"
-    alive || die "the cluster is not up"
     if [ "$RATE" != off ]; then
+      [[ $RATE =~ ^([1-9][0-9]*)(kbit|mbit|gbit)$ ]] || die "rate: '$RATE' is not NUMBER followed by kbit, mbit or gbit, or off"
+      num=${BASH_REMATCH[1]} unit=${BASH_REMATCH[2]}
+      case $unit in kbit) bits=$((num * 1000)) ;; mbit) bits=$((num * 1000000)) ;; gbit) bits=$((num * 1000000000)) ;; esac
       # the bucket holds 5 ms at RATE (at least 128 KiB: one GSO segment must fit)
-      bits=$(( ${BASH_REMATCH[1]} * $(case ${BASH_REMATCH[2]} in kbit) echo 1000 ;; mbit) echo 1000000 ;; gbit) echo 1000000000 ;; esac) ))
       burst=$(( bits / 8 / 200 )); [ $burst -ge 131072 ] || burst=131072
     fi
+    alive || die "the cluster is not up"
     for h in $(hosts); do
       for end in "$BR p-$h" "$(ns_of "$h") eth0"; do
         read -r ns dev <<<"$end"
