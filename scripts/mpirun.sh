@@ -1,42 +1,105 @@
 #!/usr/bin/env bash
-# scripts/mpirun.sh — the one way partrain launches MPI programs (tests, benchmarks, run_all.sh).
+# scripts/mpirun.sh — the one way partrain launches MPI programs (tests, benchmarks, run_all.sh),
+# on this machine, on the hosts of a hostfile, or inside a Slurm allocation.
 #
-# Usage: scripts/mpirun.sh [--bind-to-none] [--dry-run] P COMMAND [ARGS...]
-#   P               number of ranks (mpirun -np P)
+# Usage: scripts/mpirun.sh [--bind-to-none] [--hostfile FILE] [--dry-run] P COMMAND [ARGS...]
+#   P               number of ranks
 #   --bind-to-none  do not pin ranks to cores: needed when a rank runs threads (OpenMP),
-#                   because mpirun pins each rank to ONE core when P <= 2
-#   --dry-run       print the mpirun command line instead of running it
-# Settings, the same everywhere:
+#                   because mpirun pins each rank to ONE core when P <= 2 (under srun:
+#                   --cpu-bind=none)
+#   --hostfile FILE mpirun --hostfile FILE: the ranks go to FILE's hosts ("HOST slots=N" lines);
+#                   also taken from PARTRAIN_HOSTFILE. Ignored inside a Slurm allocation,
+#                   whose nodes are the hosts
+#   --dry-run       print the exact command (with its environment) instead of running it
+# Where it runs:
+#   outside Slurm   mpirun --mca pml ob1 -np P [--hostfile FILE] COMMAND
+#   in a Slurm allocation (SLURM_JOB_ID set): srun --mpi=pmix -n P COMMAND (Debian's OpenMPI
+#                   4.1 starts under Slurm's pmix plugin; --mpi=pmi2 does not), or mpirun
+#                   (which reads the allocation and starts its daemons with srun) when this
+#                   srun has no pmix plugin; PARTRAIN_LAUNCHER=srun|mpirun forces one
+# Settings, the same everywhere (under srun as OMPI_MCA_* variables, as mpirun's --mca):
 #   OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1   OpenMPI refuses root otherwise
-#   --mca pml ob1                    skips probing the UCX/OFI stacks: ~150 ms start-up, not ~370 ms
-#   P > cores: --oversubscribe --mca mpi_yield_when_idle 1
-#                                    allow more ranks than cores, and let a rank that waits
-#                                    in MPI yield its core instead of spinning on it
-# Environment: MPIRUN (default mpirun), MPIRUN_ARGS (extra mpirun arguments, split on spaces).
-# Exit status: that of mpirun (the first failing rank's status), 2 on a usage error.
+#   pml ob1          skips probing the UCX/OFI stacks: ~150 ms start-up, not ~370 ms
+#   more ranks per host than its cores (P > this machine's cores; with --hostfile, P > the
+#   file's slots; under srun, ranks per node > the allocation's CPUs per node):
+#                    --oversubscribe (srun: --overcommit) and mpi_yield_when_idle 1, which lets
+#                    a rank that waits in MPI yield its core instead of spinning on it
+#   an OMPI_MCA_mpi_yield_when_idle already in the environment is kept (scripts/localcluster.sh
+#   sets it: its hosts share one machine's cores)
+# Environment: MPIRUN (default mpirun), SRUN (default srun), MPIRUN_ARGS (extra mpirun
+#   arguments, split on spaces; under srun only "--mca KEY VALUE" pairs, as OMPI_MCA_KEY=VALUE).
+# Exit status: that of the launcher (the first failing rank's status), 2 on a usage error.
 set -euo pipefail
 
-bind=() dry=0
+usage() { echo "mpirun.sh: $*" >&2; exit 2; }
+bind=0 dry=0 hostfile=${PARTRAIN_HOSTFILE:-}
 while [ $# -gt 0 ]; do
   case "$1" in
-    --bind-to-none) bind=(--bind-to none); shift ;;
+    --bind-to-none) bind=1; shift ;;
     --dry-run) dry=1; shift ;;
+    --hostfile) [ $# -ge 2 ] && [ -n "$2" ] || usage "--hostfile needs a file"; hostfile=$2; shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) break ;;
   esac
 done
-[ $# -ge 2 ] || { echo "mpirun.sh: usage: scripts/mpirun.sh [--bind-to-none] P COMMAND [ARGS...]" >&2; exit 2; }
+[ $# -ge 2 ] || usage "usage: scripts/mpirun.sh [--bind-to-none] [--hostfile FILE] [--dry-run] P COMMAND [ARGS...]"
 p=$1; shift
-[[ $p =~ ^[1-9][0-9]*$ ]] || { echo "mpirun.sh: P must be a positive integer, got '$p'" >&2; exit 2; }
-mpirun=${MPIRUN:-mpirun}
-command -v "$mpirun" >/dev/null || { echo "mpirun.sh: $mpirun not found (apt-get install openmpi-bin)" >&2; exit 2; }
-
-cores=$(nproc 2>/dev/null || echo 1)
-args=(--mca pml ob1 -np "$p")
-[ "$p" -le "$cores" ] || args+=(--oversubscribe --mca mpi_yield_when_idle 1)
-args+=("${bind[@]}")
+[[ $p =~ ^[1-9][0-9]*$ ]] || usage "P must be a positive integer, got '$p'"
 read -r -a extra <<<"${MPIRUN_ARGS:-}"
-args+=("${extra[@]}")
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+
+launcher=mpirun
+if [ -n "${SLURM_JOB_ID:-}" ]; then
+  srun=${SRUN:-srun}
+  case "${PARTRAIN_LAUNCHER:-}" in
+    srun|mpirun) launcher=$PARTRAIN_LAUNCHER ;;
+    "") command -v "$srun" >/dev/null && "$srun" --mpi=list 2>&1 | grep -qw pmix && launcher=srun ;;
+    *) usage "PARTRAIN_LAUNCHER must be srun or mpirun, got '$PARTRAIN_LAUNCHER'" ;;
+  esac
+  hostfile=""   # the allocation's nodes are the hosts
+fi
+
+if [ $launcher = srun ]; then
+  command -v "$srun" >/dev/null || usage "$srun not found (apt-get install slurm-client)"
+  env=(OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_pml=ob1)
+  nodes=${SLURM_JOB_NUM_NODES:-${SLURM_NNODES:-1}}
+  cores=${SLURM_JOB_CPUS_PER_NODE:-${SLURM_CPUS_ON_NODE:-$(nproc 2>/dev/null || echo 1)}}
+  cores=${cores%%[(,]*}   # "4(x3),2": the first node's CPUs
+  [[ $nodes =~ ^[1-9][0-9]*$ ]] || nodes=1
+  [[ $cores =~ ^[1-9][0-9]*$ ]] || cores=1
+  args=(--mpi=pmix -N $((p < nodes ? p : nodes)) -n "$p")
+  per_node=$(( (p + nodes - 1) / nodes ))
+  if [ "$per_node" -gt "$cores" ]; then
+    args+=(--overcommit)
+    [ -n "${OMPI_MCA_mpi_yield_when_idle:-}" ] || env+=(OMPI_MCA_mpi_yield_when_idle=1)
+  fi
+  [ $bind = 0 ] || args+=(--cpu-bind=none)
+  i=0
+  while [ $i -lt ${#extra[@]} ]; do
+    [ "${extra[$i]}" = --mca ] && [ $((i + 2)) -lt ${#extra[@]} ] ||
+      usage "MPIRUN_ARGS under srun takes only '--mca KEY VALUE' pairs, got '${extra[$i]}' (PARTRAIN_LAUNCHER=mpirun for others)"
+    env+=("OMPI_MCA_${extra[$((i + 1))]}=${extra[$((i + 2))]}")
+    i=$((i + 3))
+  done
+  if [ $dry = 1 ]; then echo "env ${env[*]} $srun ${args[*]} $*"; exit 0; fi
+  exec env "${env[@]}" "$srun" "${args[@]}" "$@"
+fi
+
+mpirun=${MPIRUN:-mpirun}
+command -v "$mpirun" >/dev/null || usage "$mpirun not found (apt-get install openmpi-bin)"
+args=(--mca pml ob1 -np "$p")
+if [ -n "$hostfile" ]; then
+  [ -f "$hostfile" ] && [ -r "$hostfile" ] || usage "hostfile '$hostfile' not found or not readable"
+  # the slots the file offers ("slots=N"; a host without it counts as 1)
+  slots=$(awk '{ sub(/#.*/, "") } NF { s = 1; for (i = 2; i <= NF; i++) if ($i ~ /^slots=[0-9]+$/) s = substr($i, 7) + 0; n += s }
+               END { print n + 0 }' "$hostfile")
+  [ "$slots" -gt 0 ] || usage "hostfile '$hostfile' names no host"
+  args+=(--hostfile "$hostfile")
+else
+  slots=$(nproc 2>/dev/null || echo 1)
+fi
+[ "$p" -le "$slots" ] || args+=(--oversubscribe --mca mpi_yield_when_idle 1)
+[ $bind = 0 ] || args+=(--bind-to none)
+args+=("${extra[@]}")
 if [ $dry = 1 ]; then echo "$mpirun ${args[*]} $*"; exit 0; fi
 exec "$mpirun" "${args[@]}" "$@"

@@ -6,7 +6,11 @@
 #                           tests/test_run_all.sh) gnuplot and hyperfine; then the data.
 #                           Also (optional, installed on their own so that a failure there
 #                           costs nothing else) clang and libFuzzer's runtime,
-#                           libclang-rt-dev, for make fuzz / bench/fuzz.sh (.ci/run runs it)
+#                           libclang-rt-dev, for make fuzz / bench/fuzz.sh (.ci/run runs it),
+#                           and Slurm with munge (slurmctld slurmd slurm-client munge, and
+#                           slurm-wlm-basic-plugins for srun --mpi=pmix) for the simulated
+#                           cluster of scripts/localcluster.sh (tests/test_cluster.sh skips
+#                           without them)
 #   scripts/setup.sh run    what `./run_all.sh` needs: the above plus gnuplot and hyperfine
 #
 # As root, missing Debian packages are installed with apt-get (with one `apt-get update`
@@ -18,10 +22,11 @@ cd "$(dirname "$0")/.."
 mode=${1:-test}
 required=(gcc g++ make libc6-dev zlib1g-dev nodejs npm dataset-fashion-mnist)
 optional=(libopenblas-dev openmpi-bin libopenmpi-dev)
-fuzzing=()
+fuzzing=() cluster=()
 case "$mode" in
   test) optional+=(gnuplot-nox hyperfine)      # tests/test_run_all.sh skips without gnuplot
-        fuzzing=(clang libclang-rt-dev) ;;     # make fuzz
+        fuzzing=(clang libclang-rt-dev)        # make fuzz
+        cluster=(slurmctld slurmd slurm-client munge slurm-wlm-basic-plugins) ;;   # tests/test_cluster.sh
   run)  required+=(gnuplot-nox hyperfine) ;;
   *) echo "setup: unknown mode '$mode' (test, run)" >&2; exit 2 ;;
 esac
@@ -59,11 +64,14 @@ install() {
 read -r -a need <<<"$(missing_of "${required[@]}")"
 read -r -a want <<<"$(missing_of "${optional[@]}")"
 read -r -a want_fuzzing <<<"$(missing_of "${fuzzing[@]}")"
+read -r -a want_cluster <<<"$(missing_of "${cluster[@]}")"
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   install "${need[@]}" || exit 1
   install "${want[@]}" || echo "setup: optional packages ${want[*]} could not be installed; continuing without them"
   install "${want_fuzzing[@]}" ||
     echo "setup: optional packages ${want_fuzzing[*]} could not be installed; continuing without them (no make fuzz)"
+  install "${want_cluster[@]}" ||
+    echo "setup: optional packages ${want_cluster[*]} could not be installed; continuing without them (tests/test_cluster.sh skips)"
 else
   if [ ${#need[@]} -gt 0 ]; then
     echo "setup: missing required packages: ${need[*]}" >&2
@@ -72,6 +80,8 @@ else
   fi
   [ ${#want[@]} -eq 0 ] || echo "setup: optional packages missing (some programs will be skipped): sudo apt-get install ${want[*]}"
   [ ${#want_fuzzing[@]} -eq 0 ] || echo "setup: optional packages missing (no make fuzz): sudo apt-get install ${want_fuzzing[*]}"
+  [ ${#want_cluster[@]} -eq 0 ] ||
+    echo "setup: optional packages missing (no simulated Slurm cluster): sudo apt-get install ${want_cluster[*]}"
 fi
 
 # data sets (idempotent; fetches only what is missing)
