@@ -22,9 +22,9 @@
  * timed buffer holds zeros (in place, like the trainers; sums stay zero). Iterations:
  * --iters N, or adaptive: until about --target-ms have passed (at least 3, at most 100000),
  * so a slow transport or size costs few calls and a fast one many.
- * Output (rank 0): stdout is a gnuplot .dat (`#` header lines, one row per size: bytes,
- * then avg min max iterations of each op), ending with a `#` verdict line; --dat FILE the
- * same table; --csv FILE appends one row per (op, size) in results/comm.csv's schema
+ * Output (rank 0): stdout is a gnuplot table (`#` header lines, one row per size: bytes,
+ * then avg min max iterations of each op) and a last line "comm: ... | every sum verified";
+ * --dat FILE the same table, that line commented (`# comm: ...`); --csv FILE appends one row per (op, size) in results/comm.csv's schema
  * (COMM_HEADER below; docs/comm.md). Errors: every MPI call checked (common/mpi_util.h);
  * bad flags: one line, exit 2; a wrong sum: one line, exit 1.
  *
@@ -404,13 +404,15 @@ int main(int argc, char **argv) {
         printed = table.len;
     }
     double seconds = timer_now() - t_start;
+    size_t verdict = table.len;   /* the last line: "# comm: ..." in --dat, "comm: ..." on stdout (NAS style) */
     text_add(&table, "# comm: %s | %d ranks (%d node%s, up to %d per node) | %d sizes x %d op%s%s | %.1f s | every sum verified%s%s\n",
              o.transport, nranks, hier.nodes, hier.nodes == 1 ? "" : "s", hier.max_node_size, n_cols ? n_sizes : 0, n_cols,
              n_cols == 1 ? "" : "s", has_barrier ? " + barrier" : "", seconds, o.csv ? " | csv " : "", o.csv ? o.csv : "");
 
     int status = 0;
     if (rank == 0) {
-        fputs(table.s + printed, stdout);
+        fwrite(table.s + printed, 1, verdict - printed, stdout);
+        fputs(table.s + verdict + 2, stdout);
         fflush(stdout);
         if (o.csv) {
             text rows = { 0 };
