@@ -3,8 +3,8 @@
 # builds build/sanitize/ first, then runs this; arguments are passed to tests/run.sh).
 #
 # build/sanitize/ is made a shadow repository root: every top-level entry of the repository
-# is a symlink to it (README.md, scripts/, bench/, data/, ...), but the program directories
-# (serial/, openmp/, mpi/, hybrid/, cnn/, cuda/) and tests/ are real directories holding
+# is a symlink to it (README.md, scripts/, data/, ...), but the program directories
+# (serial/, openmp/, mpi/, hybrid/, cnn/, cuda/, bench/) and tests/ are real directories holding
 # symlinks to their sources and scripts plus the sanitized binaries (serial/serial, ...,
 # tests/bin/*). Every test cds to "$(dirname "$0")/.." and names programs by relative paths,
 # so tests/run.sh started there runs the unchanged suite against the sanitized programs.
@@ -36,12 +36,14 @@ shopt -s nullglob dotglob
 for e in *; do
   case $e in
     .git|build) ;;
-    serial|openmp|mpi|hybrid|cnn|cuda|tests)
+    serial|openmp|mpi|hybrid|cnn|cuda|tests|bench)
+      [ ! -L "$root/$e" ] || rm -f "$root/$e"   # bench/ was one link before bench/comm was built
       mkdir -p "$root/$e"
-      # the sources and scripts, never a native binary (the sanitized ones are there already)
+      # the sources and scripts, never a native binary (the sanitized ones are there already;
+      # bench/'s scripts are executable, its one binary is bench/comm)
       for f in "$e"/*; do
         [ -f "$f" ] || continue
-        case $e in tests) ;; *) [ -x "$f" ] && continue ;; esac
+        case $e in tests) ;; bench) [ "$f" != bench/comm ] || continue ;; *) [ -x "$f" ] && continue ;; esac
         [ -e "$root/$f" ] && [ ! -L "$root/$f" ] || ln -sfn "../../../$f" "$root/$f"
       done ;;
     *) ln -sfn "../../$e" "$root/$e" ;;
