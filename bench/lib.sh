@@ -4,7 +4,10 @@
 #   PARTRAIN_PYTHON   the Python interpreter of every PyTorch run and every script, chosen
 #                     here only: Debian's /usr/bin/python3, the one that sees python3-torch
 #                     (override: PARTRAIN_PYTHON=/path/to/python3 in the environment)
-#   LOCK              the benchmark lock every timed run holds (flock)
+#   LOCK              the benchmark lock every timed run holds (flock): /tmp/partrain-bench.lock,
+#                     or PARTRAIN_BENCH_LOCK (a test hook: tests that run a bench script
+#                     for its outputs, not its timings, take a private lock and so never
+#                     wait for a benchmark of another job)
 #   bench_usage       the calling script's header comment as its --help
 #   die MSG           "NAME: MSG" on stderr, exit 2 (NAME: the script's name without .sh)
 #   need_value OPT "$@"   a usage error unless OPT has a non-empty value
@@ -40,7 +43,7 @@
 PARTRAIN_PYTHON=${PARTRAIN_PYTHON:-/usr/bin/python3}
 export PARTRAIN_PYTHON
 PY=$PARTRAIN_PYTHON
-LOCK=/tmp/partrain-bench.lock
+LOCK=${PARTRAIN_BENCH_LOCK:-/tmp/partrain-bench.lock}
 BENCH_NAME=$(basename "$0" .sh)
 
 # A benchmark script (bench/*.sh, under set -e) never ends silently: a command that fails

@@ -84,8 +84,10 @@ expect_error "bench/comm: a CSV of another schema is refused" "not bench/comm's"
   $RUN 2 bench/comm "${QUICK[@]}" --csv "$TMP/other.csv"
 check "... and left as it was" "$(cat "$TMP/other.csv")" [ "$(cat "$TMP/other.csv")" = "program,variant" ]
 
-# ---- bench/comm.sh: two rank counts, rows appended once, one table per P
-out=$(timeout $LIMIT bench/comm.sh --ranks-list "2 3" --transport shm --csv "$TMP/s.csv" --dat "$TMP/s.dat" \
+# ---- bench/comm.sh: two rank counts, rows appended once, one table per P (a private
+# benchmark lock: this checks outputs, not timings, so it must not wait for another job's
+# benchmark holding /tmp/partrain-bench.lock)
+out=$(PARTRAIN_BENCH_LOCK=$TMP/bench.lock timeout $LIMIT bench/comm.sh --ranks-list "2 3" --transport shm --csv "$TMP/s.csv" --dat "$TMP/s.dat" \
   -- --max-bytes 64 --model-sides none --iters 5 --warmup 0 2>&1); rc=$?
 check "bench/comm.sh --ranks-list '2 3': exit 0" "exit $rc: $(tail -n 3 <<<"$out")" [ $rc = 0 ]
 check "bench/comm.sh: the rows of both runs (2 x (3 ops x 5 sizes + barrier))" "$(csv_rows "$TMP/s.csv") rows" \
