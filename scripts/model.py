@@ -657,16 +657,17 @@ def project(cl, outdir, cm):
            "(titles: model-eff-link-index.dat)", "nodes epoch_s speedup efficiency comm_share best_algorithm"]
     files["model-eff-link.dat"] = write_dat(os.path.join(outdir, "model-eff-link.dat"), hdr, rows)
     idx2 = titles
-    # 3. one exchange vs message size, 16 nodes, 100 Gbit
-    hdr = [f"model.py project: one allreduce of BYTES per rank, 16 nodes, 100 Gbit/s, alpha {cl.alpha * 1e6:g} us "
-           f"(hierarchical: {cl.cores} ranks per node, the others one rank per node)",
-           "bytes ring_s recursive_doubling_s reduce_bcast_s hierarchical_s"]
+    # 3. one exchange vs message size, 16 nodes, 100 Gbit: one rank per node (hybrid's
+    # layout), and C ranks per node (mpi's): flat ring over all 16*C ranks vs hierarchical
+    hdr = [f"model.py project: one allreduce of BYTES per rank, 16 nodes, 100 Gbit/s, alpha {cl.alpha * 1e6:g} us; "
+           f"columns 2-4: one rank per node, 5-6: {cl.cores} ranks per node",
+           "bytes ring recursive_doubling reduce+bcast hierarchical_{0}/node ring_{0}/node".format(cl.cores)]
     rows = []
     for k in range(2, 27):
         m = 2 ** k
         rows.append((m,) + tuple(cl.comm_step(a, "hybrid", 16, m, 100) for a in ("ring", "recursive-doubling",
                                                                                "reduce-bcast"))
-                    + (cl.comm_step("hierarchical", "mpi", 16, m, 100),))
+                    + (cl.comm_step("hierarchical", "mpi", 16, m, 100), cl.comm_step("ring", "mpi", 16, m, 100)))
     files["model-algos.dat"] = write_dat(os.path.join(outdir, "model-algos.dat"), hdr, rows)
     # 4. the global batch for 80 % efficiency
     cols = [(p, g) for p in progs for g in LINKS_GBIT]

@@ -9,7 +9,7 @@
 # overlap with a known hidden share, hierarchical, one oversubscribed) and hybrid. Checks:
 # `fit` recovers every alpha, beta and a, c within 1 %; `validate` predicts every
 # configuration's epoch and comm seconds within 1 % (they are the closed forms); the
-# projection's .dat files exist, efficiency at a fixed global batch falls with the nodes,
+# projection's .dat files exist (and plot.sh draws model.png from them when gnuplot is here), efficiency at a fixed global batch falls with the nodes,
 # the ring's exchange time at fixed bytes grows with P, and efficiency is 1 at one node;
 # bad inputs (missing file, wrong header, a transport without comm rows, a bad option)
 # end with one line and exit 2, writing nothing; the report's Performance model section
@@ -175,6 +175,14 @@ if abs(got / want - 1) > 1e-9:
 EOF
 )
 check "project: the ring's exchange time grows with P at fixed bytes; one point equals its closed form" "$ring" [ -z "$ring" ]
+
+if command -v gnuplot >/dev/null; then
+  scripts/plot.sh --results "$D" --plots "$TMP/png" --only model >"$TMP/plot.out" 2>&1; rc=$?
+  check "scripts/plot.sh --only model draws model.png from the fixture" "exit $rc: $(head -c 300 "$TMP/plot.out")" \
+    bash -c "[ $rc = 0 ] && [ -s '$TMP/png/model.png' ]"
+else
+  skip "scripts/plot.sh --only model" "gnuplot missing (apt-get install gnuplot-nox)"
+fi
 
 # ---------------------------------------------------------------- bad input
 expect2() {   # NAME KEY ARGS...: exit 2, one line on stderr containing KEY, no .dat written
