@@ -409,7 +409,16 @@ class Compute:
         else:
             self.a, self.c = 0.0, pts[0][2] / pts[0][1]
             self.form = f"c*b only: serial/serial was measured at one batch ({self.serial_points[0][0]})"
+        self.per_sample = []     # off: the linear fit alone, for the residuals below
         self.resid = [(b, self.epoch_serial(n, b) / e - 1.0) for b, n, e, _ in self.serial_points]
+        # then per-sample times of the measured batches (each epoch's steps solved for the
+        # full-batch step, the remainder step taken from the linear fit)
+        per = {}
+        for b, n, e, _ in self.serial_points:
+            full, rem = steps_of(n, b)
+            t_full = (e - (self.a + self.c * rem if rem else 0.0)) / full if full else e
+            per.setdefault(b, []).append(t_full / b)
+        self.per_sample = sorted((b, partrain.median(v)) for b, v in per.items() if v)
         self.eff = {}
         for r in runs:
             if r["program"] == "openmp" and r["_v"]["threads"] > 1:
@@ -422,6 +431,22 @@ class Compute:
         self.hidden = partrain.median(h for *_, h in self.overlap_pairs) if self.overlap_pairs else 0.0
 
     def t_step(self, b):
+        """one step of b samples on one core: the measured serial batches interpolated
+        (per-sample time, linear in log b); outside them the fitted a + c*b, scaled to
+        meet the nearest measured batch"""
+        pts = self.per_sample
+        if len(pts) < 2:
+            return self.a + self.c * b
+        if b <= pts[0][0]:
+            b0, s0 = pts[0]
+            lin0 = self.a + self.c * b0
+            return b0 * s0 * (self.a + self.c * b) / lin0 if lin0 > 0 else b * s0
+        if b >= pts[-1][0]:
+            return b * pts[-1][1]
+        for (b0, s0), (b1, s1) in zip(pts, pts[1:]):
+            if b0 <= b <= b1:
+                f = math.log(b / b0) / math.log(b1 / b0)
+                return b * (s0 + f * (s1 - s0))
         return self.a + self.c * b
 
     def epoch_serial(self, n, b):
@@ -582,11 +607,20 @@ class Cluster:
         e = self.epoch(program, nodes, batch, gbit)[0]
         return e1 / e / nodes
 
+    def step(self, program, nodes, batch, gbit):
+        """seconds of one step of the global batch, the fastest algorithm"""
+        tc = self.comp_step(program, nodes, batch)
+        return tc + min(self.comm_step(a, program, nodes, self.m, gbit, tc) for a in self.algos(program))
+
+    def step_efficiency(self, program, nodes, batch, gbit):
+        """efficiency of one step: no epoch of n samples caps the batch"""
+        return self.step(program, 1, batch, gbit) / self.step(program, nodes, batch, gbit) / nodes
+
     def batch_for(self, program, nodes, gbit, target=TARGET_EFF, cap=2 ** 24):
         """the smallest global batch with efficiency >= target at P nodes (None above cap)"""
         lo = nodes * (self.cores if program == "mpi" else 1)
         b = lo
-        while b <= cap and self.efficiency(program, nodes, b, gbit) < target:
+        while b <= cap and self.step_efficiency(program, nodes, b, gbit) < target:
             b *= 2
         if b > cap:
             return None
@@ -595,7 +629,7 @@ class Cluster:
             return hi
         while hi - lo > max(1, hi // 1000):
             mid = (lo + hi) // 2
-            if self.efficiency(program, nodes, mid, gbit) >= target:
+            if self.step_efficiency(program, nodes, mid, gbit) >= target:
                 hi = mid
             else:
                 lo = mid
@@ -700,6 +734,8 @@ def fit_lines(cm, comp):
         out.append("")
         out.append(f"compute: t_step(b) = {comp.a * 1e3:.4f} ms + {comp.c * 1e6:.4f} us * b per core ({comp.form}); "
                    "residuals: " + ", ".join(f"b={b} {r:+.1%}" for b, r in comp.resid))
+        out.append("the model uses the measured batches' per-sample times, interpolated in log b (this fit outside "
+                   "them): " + ", ".join(f"b={b} {t * 1e6:.2f} us" for b, t in comp.per_sample))
         out.append("overlap hides " + (f"{comp.hidden:.0%} of the allreduce (median of {len(comp.overlap_pairs)} "
                                        "measured mpi overlap/allreduce pairs)" if comp.overlap_pairs else
                                        "nothing: no mpi overlap/allreduce pair measured"))

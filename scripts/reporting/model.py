@@ -114,8 +114,9 @@ def projection(d, cm, comp):
         body.append(row)
     d.table(["nodes", f"mpi, α {M.ALPHA_IB_US:g} µs", f"hybrid, α {M.ALPHA_IB_US:g} µs",
              f"mpi, α {M.ALPHA_TCP_US:g} µs", f"hybrid, α {M.ALPHA_TCP_US:g} µs"], body)
-    d.para("The smallest global batch that keeps 80 % efficiency at 100 Gbit/s (efficiency = the 1-node epoch at "
-           "the same global batch / (P × the P-node epoch)).")
+    d.para("The smallest global batch that keeps 80 % efficiency at 100 Gbit/s (efficiency of one step = the "
+           "1-node step at the same global batch / (P × the P-node step), the fastest exchange; no data set of "
+           "60000 samples caps the batch here, so batches above it say how far off such a scale is).")
     # which exchange wins where: one exchange at 100 Gbit/s, hybrid layout (one rank per node)
     body = []
     for n in (2, 16, 128, 1024):
