@@ -28,6 +28,9 @@
 #                   rewrites cnn-table{3,4,5}.md from the same CSVs; plots/cnn-speedup.gp)
 #   imagesize       imagesize.csv -> imagesize.png: epoch time and speedup vs input size,
 #                   seed report 002's figure 5 (scripts/imagesize.py, plots/imagesize.gp)
+#   model           model-runs.csv (+ comm.csv) -> model.png: the alpha-beta model's
+#                   projection to 1 ... 1024 nodes (scripts/model.py project writes the
+#                   model-*.dat, plots/model.gp draws them)
 # A figure whose CSV is missing or has no usable rows is skipped with a line
 #   plot: skipped NAME.png: REASON
 # The scripts run with $PARTRAIN_PYTHON (bench/lib.sh; python3 when that is missing).
@@ -37,7 +40,7 @@ set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
 
 . bench/lib.sh    # PARTRAIN_PYTHON
-FIGURES=(curves openmp-threads mpi-scaling hybrid-grid cnn-speedup imagesize)
+FIGURES=(curves openmp-threads mpi-scaling hybrid-grid cnn-speedup imagesize model)
 results=results plots=plots only=""
 where=()
 usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
@@ -141,6 +144,16 @@ plot_imagesize() {
   eval "$vars"   # imagesize_n=N imagesize_title='...' (from our own script)
   gnuplot -e "index='$results/imagesize-index.dat'; out='$out'; cores=$cores; subtitle='$imagesize_title'" plots/imagesize.gp || return 1
   drawn "$out ($imagesize_n program configuration(s) from $csv)"
+}
+
+plot_model() {
+  local runs=$results/model-runs.csv comm=$results/comm.csv out=$plots/model.png sub
+  [ -s "$runs" ] || { skipped model.png "$runs missing or empty (bench/model-runs.sh)"; return 0; }
+  "$PY" scripts/model.py project --runs "$runs" --comm "$comm" --outdir "$results" >/dev/null || return 1
+  sub="a node = 64 cores at the per-core rate of $runs"
+  [ -s "$comm" ] && sub+="; shared memory from $comm" || sub+="; $comm missing: stated shared-memory alpha, beta"
+  gnuplot -e "dir='$results'; out='$out'; subtitle='$sub'" plots/model.gp || return 1
+  drawn "$out (from $runs)"
 }
 
 status=0
