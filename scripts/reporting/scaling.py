@@ -27,7 +27,7 @@ def oversub(p, cores, policy):
 
 
 def strong(d):
-    i, cores = d.i, d.cores
+    i, cores = d.i, d.slots   # ranks: the rank slots (the cores on one node)
     rows = latest_config(i.rows("mpi-strong.csv"))
     d.add("### Strong scaling (fixed training set)", "")
     if rows is None:
@@ -102,7 +102,7 @@ def overlap_sentence(sp):
 
 
 def weak(d):
-    i, cores = d.i, d.cores
+    i, cores = d.i, d.slots
     rows = latest_config(i.rows("mpi-weak.csv"), keys=("dataset", "hidden", "epochs", "image_size"))
     d.add("### Weak scaling (fixed samples per rank)", "")
     if rows is None:
@@ -142,7 +142,7 @@ def micro(v):
 
 
 def pipeline(d):
-    i, cores = d.i, d.cores
+    i, cores = d.i, d.slots
     pipe = latest_config(i.rows("mpi-pipeline.csv"), keys=("dataset", "train_n", "hidden", "epochs", "batch"))
     d.add("### Pipeline bubble (mpi/pipeline, GPipe)", "")
     if pipe is None:
