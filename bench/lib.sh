@@ -370,9 +370,9 @@ hostfile_slots() {
   local out
   out=$(awk '{ sub(/#.*/, "") } NF == 0 { next }
     { n = 1; for (i = 2; i <= NF; i++) if ($i ~ /^(slots|max_slots|max-slots)=/ && $i !~ /^max/) {
-        n = substr($i, index($i, "=") + 1); if (n !~ /^[1-9][0-9]*$/) { print "bad " NR; exit } }
+        n = substr($i, index($i, "=") + 1); if (n !~ /^[1-9][0-9]*$/) { bad = NR; exit } }
       s += n; h++ }
-    END { if (h) print s, h; else print "none" }' "$1") || die "--hostfile: cannot read '$1'"
+    END { if (bad) print "bad " bad; else if (h) print s, h; else print "none" }' "$1") || die "--hostfile: cannot read '$1'"
   case $out in
     bad*) die "--hostfile: $1 line ${out#bad }: slots= must be a positive integer" ;;
     none) die "--hostfile: $1 names no host" ;;
@@ -439,7 +439,8 @@ sweep_setup() {
     [[ $SWEEP_NODES =~ ^[1-9][0-9]*$ ]] || SWEEP_NODES=1
   elif [ -n "$hf" ]; then
     [ -f "$hf" ] && [ -r "$hf" ] || die "--hostfile: cannot read '$hf'"
-    read -r s h <<<"$(hostfile_slots "$hf")"
+    s=$(hostfile_slots "$hf") || exit 2   # its die: the line is on stderr already
+    read -r s h <<<"$s"
     SWEEP_SLOTS=$s SWEEP_NODES=$h
   fi
   [ "$mode" = full ] || { cap=(quick); gcap=6; }
