@@ -16,22 +16,6 @@
 #                   run, the threads list whole, ranks and P x T capped as --quick
 #                   -> results/smoke/, figures there too (about 1-3 minutes on 2 cores;
 #                   tests/test_run_all.sh runs it)
-# The sweeps fit the machine (bench/lib.sh derives the lists; docs/sweeps.md): C = the
-# cores of one node (nproc; --cores N or PARTRAIN_CORES; SLURM_CPUS_ON_NODE under Slurm),
-# R = the rank slots (SLURM_NTASKS under Slurm, the slots of --hostfile FILE or
-# PARTRAIN_HOSTFILE, else C). Threads: powers of two below C, C and 2C (e.g. C = 64:
-# 1 2 4 8 16 32 64 128); ranks: the same up to R; the hybrid grid: at most 12 P x T
-# points with P*T <= 2C (1x1, 1xC, Cx1, the P*T = C points, the squarest P*T = 2C ones);
-# the comparisons (openmp-bench, mpi-bench, hyperfine, imagesize) run 1 and C, hybrid-bench
-# and cnn 1x1, the P*T = C points and the squarest P*T = 2C point.
-#   --cores N       C = N: the lists and the words of the report change, not what runs
-#                   oversubscribed (OMP_WAIT_POLICY=passive and mpirun --oversubscribe
-#                   follow the real nproc), so a large N runs safely on a small machine
-#   --hostfile FILE an OpenMPI hostfile ("host slots=N" lines): R = the sum of its slots
-#   --threads-list L, --ranks-list L, --grid L   replace the thread sweep (openmp-sweep),
-#                   the rank sweep (mpi-sweep) or the P x T points (hybrid-grid,
-#                   hybrid-bench, cnn): e.g. 1,2,8 and 1x8,2x4,8x1; positive integers
-# The cores and nodes a run assumed: DIR/machine.json (the report's and figures' words).
 #   --only LIST     only these groups' steps (comma-separated): serial openmp mpi hybrid
 #                   cuda cnn imagesize (default: all); the plots and report steps always run
 #   --results DIR   where the CSVs, JSON, logs, skipped.txt and REPORT.md go
@@ -49,6 +33,22 @@
 #                   the --only groups; the plots and report steps always run
 #   --plan          print every step line the run would show, with its lists and its
 #                   estimate, and exit without running or writing anything
+# The sweeps fit the machine (bench/lib.sh derives the lists; docs/sweeps.md): C = the
+# cores of one node (nproc; --cores N or PARTRAIN_CORES; SLURM_CPUS_ON_NODE under Slurm),
+# R = the rank slots (SLURM_NTASKS under Slurm, the slots of --hostfile FILE or
+# PARTRAIN_HOSTFILE, else C). Threads: powers of two below C, C and 2C (e.g. C = 64:
+# 1 2 4 8 16 32 64 128); ranks: the same up to R; the hybrid grid: at most 12 P x T
+# points with P*T <= 2C (1x1, 1xC, Cx1, the P*T = C points, the squarest P*T = 2C ones);
+# the comparisons (openmp-bench, mpi-bench, hyperfine, imagesize) run 1 and C, hybrid-bench
+# and cnn 1x1, the P*T = C points and the squarest P*T = 2C point.
+#   --cores N       C = N: the lists and the words of the report change, not what runs
+#                   oversubscribed (OMP_WAIT_POLICY=passive and mpirun --oversubscribe
+#                   follow the real nproc), so a large N runs safely on a small machine
+#   --hostfile FILE an OpenMPI hostfile ("host slots=N" lines): R = the sum of its slots
+#   --threads-list L, --ranks-list L, --grid L   replace the thread sweep (openmp-sweep),
+#                   the rank sweep (mpi-sweep) or the P x T points (hybrid-grid,
+#                   hybrid-bench, cnn): e.g. 1,2,8 and 1x8,2x4,8x1; positive integers
+# The cores and nodes a run assumed: DIR/machine.json (the report's and figures' words).
 #
 # Set-up: scripts/setup.sh run (missing Debian packages — gnuplot-nox, hyperfine, OpenMPI,
 # ... — installed with apt-get when root, otherwise the exact apt-get line is printed),
@@ -56,8 +56,9 @@
 # older than its sources.
 #
 # Steps, each announced as "[k/n] what -> outputs  [~T left, estimated]" (T: the sum of
-# per-step estimates for this mode, scaled by how long the finished steps took against
-# theirs — an estimate, not a promise). Every timed run holds /tmp/partrain-bench.lock.
+# per-step estimates for this mode, each sweep step's scaled by its lists (est_of below;
+# docs/sweeps.md), then by how long the finished steps took against theirs — an
+# estimate, not a promise). Every timed run holds /tmp/partrain-bench.lock.
 #   serial    serial-curves     loss/accuracy curves, MNIST digits and Fashion-MNIST -> runs.csv
 #             hyperfine-serial  whole-process timing (hyperfine --warmup 1 --runs N):
 #                               own kernel and --gemm blas -> hyperfine-serial.json

@@ -392,7 +392,7 @@ machine_cores() {
 # sweep_list MAX [quick]: "1 2 4 ... MAX 2MAX" (see above)
 sweep_list() {
   local max=$1 p=1 out=()
-  while [ $p -lt "$max" ]; do out+=($p); p=$((p * 2)); done
+  while [ $p -lt "$max" ]; do out+=("$p"); p=$((p * 2)); done
   out+=("$max" $((2 * max)))
   if [ "${2:-}" = quick ] && [ ${#out[@]} -gt 4 ]; then out=(1 "${out[-3]}" "$max" $((2 * max))); fi
   echo "${out[*]}"

@@ -27,6 +27,7 @@
 # and everything above the real nproc runs with OMP_WAIT_POLICY=passive, as on a real run.
 # About 2-3 minutes on 2 cores. The MPI parts need mpirun, the figures gnuplot: without
 # them those checks are skipped with the reason.
+# shellcheck disable=SC2016  # the bash -c checks get their values as $1, $2
 cd "$(dirname "$0")/.." || exit 1
 . tests/lib.sh
 LIMIT=$((400 * SLOWDOWN))   # seconds after which a run_all.sh run counts as hung
