@@ -6,8 +6,9 @@
 #             (mpi/mpi --list-variants),
 #             plus serial/serial once as the speedup baseline -> DIR/mpi-strong.csv
 #   weak      mpi/mpi with the work per rank fixed: --train P*N (default N = 7,500, or
-#             60,000 / the largest P when that is less: 60k samples at most) and --batch-per-rank B (default 64: global batch 64P,
-#             the same number of steps per epoch at every P), every --sync
+#             60,000 / the largest P when that is less: 60k samples at most) and
+#             --batch-per-rank B (default 64: global batch 64P, the same number of steps
+#             per epoch at every P), every --sync
 #             -> DIR/mpi-weak.csv
 #   pipeline  mpi/pipeline with P = 1, 2, 3 stages and M = 1, 4, 8 micro-batches at the
 #             strong sweep's batch, printing the measured bubble beside (P-1)/(M+P-1)
@@ -16,7 +17,8 @@
 # --mca mpi_yield_when_idle 1): the points above the cores show what sharing cores
 # costs, not more parallelism. The ranks list (bench/lib.sh, docs/sweeps.md): powers of
 # two below R, R and 2R, R the rank slots (nproc, --cores N, a hostfile's slots or
-# SLURM_NTASKS); --quick at most 4 of them. No OpenMP: OMP_WAIT_POLICY is irrelevant and unset.
+# SLURM_NTASKS); --quick at most 4 of them. No OpenMP: OMP_WAIT_POLICY is irrelevant and
+# unset.
 # Every run holds /tmp/partrain-bench.lock (flock), so no other benchmark overlaps it;
 # one run per configuration (bench/mpi-bench.sh takes medians of repeated runs). Each row
 # is the trainers' schema plus other_load_cores (the other processes' load during the run,
@@ -47,7 +49,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 . bench/lib.sh
 
-results=results ranks="" quick=full epochs=3 batch=512 per_rank=""  per_rank_batch=64 only=strong,weak,pipeline
+results=results ranks="" quick=full epochs=3 batch=512 per_rank="" per_rank_batch=64 only=strong,weak,pipeline
 data=data/fashion strong_train=0 stages="1 2 3" microbatches="1 4 8"
 while [ $# -gt 0 ]; do
   case "$1" in
