@@ -31,6 +31,9 @@
 #   model           model-runs.csv (+ comm.csv) -> model.png: the alpha-beta model's
 #                   projection to 1 ... 1024 nodes (scripts/model.py project writes the
 #                   model-*.dat, plots/model.gp draws them)
+# The titles' core and node counts are the ones the run assumed: DIR/machine.json
+# (run_all.sh writes it; --cores N, a hostfile or Slurm may differ from this machine),
+# else nproc; the MPI figures count the rank slots (several nodes: their sum).
 # A figure whose CSV is missing or has no usable rows is skipped with a line
 #   plot: skipped NAME.png: REASON
 # The scripts run with $PARTRAIN_PYTHON (bench/lib.sh; python3 when that is missing).
@@ -64,7 +67,12 @@ fi
 command -v gnuplot >/dev/null || { echo "plot: gnuplot missing (apt-get install gnuplot-nox)" >&2; exit 1; }
 [ -x "$PY" ] || PY=python3
 mkdir -p "$plots" || exit 1
-cores=$(nproc)
+# the run's cores, nodes and rank slots (DIR/machine.json), else this machine's cores
+mj() { sed -n "s/.*\"$1\": *\([0-9][0-9]*\).*/\1/p" "$results/machine.json" 2>/dev/null | head -n 1; }
+cores=$(mj cores); nodes=$(mj nodes); slots=$(mj slots)
+[ -n "$cores" ] || cores=$(nproc)
+[ -n "$nodes" ] || nodes=1
+[ -n "$slots" ] || slots=$cores
 
 skipped() { echo "plot: skipped $1: $2"; }
 drawn() { echo "plot: $*"; }
@@ -104,7 +112,7 @@ plot_mpi_scaling() {
   vars=$("$PY" scripts/mpi_scaling.py "$strong" "$weak" --outdir "$results") || return 1
   local strong_n weak_n serial strong_title weak_title
   eval "$vars"   # strong_n=N weak_n=N serial=S strong_title='...' weak_title='...' (from our own script)
-  local v="strong_index='$results/mpi-strong-index.dat'; weak_index='$results/mpi-weak-index.dat'; cores=$cores"
+  local v="strong_index='$results/mpi-strong-index.dat'; weak_index='$results/mpi-weak-index.dat'; cores=$slots; nodes=$nodes"
   v+="; strong_title='$strong_title'; weak_title='$weak_title'"
   gnuplot -e "$v; out='$plots/mpi-scaling.png'; serial=$serial" plots/mpi-scaling.gp || return 1
   gnuplot -e "$v; out='$plots/mpi-comm.png'" plots/mpi-comm.gp || return 1
@@ -127,11 +135,11 @@ plot_cnn_speedup() {
   local timing=$results/cnn-timing.csv acc=$results/cnn-accuracy.csv out=$plots/cnn-speedup.png dat=$results/cnn-speedup.dat
   [ -s "$timing" ] || { skipped cnn-speedup.png "$timing missing or empty (run_all.sh --only cnn)"; return 0; }
   [ -s "$acc" ] || acc=/dev/null
-  "$PY" scripts/cnn_tables.py --accuracy "$acc" --timing "$timing" --outdir "$results" --dat "$dat" >/dev/null
+  "$PY" scripts/cnn_tables.py --accuracy "$acc" --timing "$timing" --outdir "$results" --dat "$dat" --cores "$cores" >/dev/null
   case $? in 0) ;; 1) skipped cnn-speedup.png "no cnn rows in $timing"; return 0 ;; *) return 1 ;; esac
   local epochs
   epochs=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "epochs") c = i; next } { e = $c } END { print e + 0 }' "$timing")
-  gnuplot -e "dat='$dat'; out='$out'; src='$timing'; epochs=$epochs" plots/cnn-speedup.gp || return 1
+  gnuplot -e "dat='$dat'; out='$out'; src='$timing'; epochs=$epochs; cores=$cores" plots/cnn-speedup.gp || return 1
   drawn "$out (from $timing)"
 }
 

@@ -81,7 +81,9 @@ def main(argv):
     check_steps()
     inp = Inputs(results, plots, out)
     doc = Doc(inp)
-    header(doc, machine())
+    m = inp.machine   # the cores the sweeps assumed (DIR/machine.json), beside what nproc says now
+    header(doc, machine() + [("sweeps' cores", f"{m['cores']} ({m['cores_from']}), {m['nodes']} node(s), "
+                                              f"up to {m['slots']} ranks (DIR/machine.json; docs/sweeps.md)")])
     for section in SECTIONS:
         mark = len(doc.lines)
         try:
