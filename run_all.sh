@@ -4,14 +4,18 @@
 # the report. A rerun after an interruption continues where it stopped.
 #
 # Usage: ./run_all.sh [--quick | --smoke] [--only LIST] [--results DIR] [--fresh]
-#                     [--with-torch] [--no-setup] [--list-steps]
+#                     [--with-torch] [--no-setup] [--list-steps] [--cores N] [--hostfile FILE]
+#                     [--threads-list L] [--ranks-list L] [--grid L] [--steps LIST] [--plan]
 #   (no mode)       the full sweep: full-size data sets, every configuration, repeated
-#                   runs -> results/, figures in plots/ (about 30-40 minutes on 2 cores)
+#                   runs -> results/, figures in plots/ (about 30-40 minutes on 2 cores;
+#                   the step lines estimate it for this machine's lists)
 #   --quick         a few minutes: training subsets, fewer epochs, configurations and
-#                   repetitions -> results/quick/, figures there too
+#                   repetitions, at most 4 thread and rank counts (1, the largest below C,
+#                   C, 2C) and 6 P x T points -> results/quick/, figures there too
 #   --smoke         every step in seconds: 1,000 MNIST digits (data/mnist), 1-2 epochs, one
-#                   run, T and P up to 2 plus one oversubscribed point -> results/smoke/,
-#                   figures there too (about 1-3 minutes; tests/test_run_all.sh runs it)
+#                   run, the threads list whole, ranks and P x T capped as --quick
+#                   -> results/smoke/, figures there too (about 1-3 minutes on 2 cores;
+#                   tests/test_run_all.sh runs it)
 #   --only LIST     only these groups' steps (comma-separated): serial openmp mpi hybrid
 #                   cuda cnn imagesize (default: all); the plots and report steps always run
 #   --results DIR   where the CSVs, JSON, logs, skipped.txt and REPORT.md go
@@ -25,6 +29,26 @@
 #   --list-steps    print the id of every step the run would register (of the --only
 #                   groups, whatever this machine has or lacks), one per line, in order,
 #                   and exit without running or writing anything (scripts/report.py reads it)
+#   --steps LIST    only these steps (ids as --list-steps prints them, comma-separated) of
+#                   the --only groups; the plots and report steps always run
+#   --plan          print every step line the run would show, with its lists and its
+#                   estimate, and exit without running or writing anything
+# The sweeps fit the machine (bench/lib.sh derives the lists; docs/sweeps.md): C = the
+# cores of one node (nproc; --cores N or PARTRAIN_CORES; SLURM_CPUS_ON_NODE under Slurm),
+# R = the rank slots (SLURM_NTASKS under Slurm, the slots of --hostfile FILE or
+# PARTRAIN_HOSTFILE, else C). Threads: powers of two below C, C and 2C (e.g. C = 64:
+# 1 2 4 8 16 32 64 128); ranks: the same up to R; the hybrid grid: at most 12 P x T
+# points with P*T <= 2C (1x1, 1xC, Cx1, the P*T = C points, the squarest P*T = 2C ones);
+# the comparisons (openmp-bench, mpi-bench, hyperfine, imagesize) run 1 and C, hybrid-bench
+# and cnn 1x1, the P*T = C points and the squarest P*T = 2C point.
+#   --cores N       C = N: the lists and the words of the report change, not what runs
+#                   oversubscribed (OMP_WAIT_POLICY=passive and mpirun --oversubscribe
+#                   follow the real nproc), so a large N runs safely on a small machine
+#   --hostfile FILE an OpenMPI hostfile ("host slots=N" lines): R = the sum of its slots
+#   --threads-list L, --ranks-list L, --grid L   replace the thread sweep (openmp-sweep),
+#                   the rank sweep (mpi-sweep) or the P x T points (hybrid-grid,
+#                   hybrid-bench, cnn): e.g. 1,2,8 and 1x8,2x4,8x1; positive integers
+# The cores and nodes a run assumed: DIR/machine.json (the report's and figures' words).
 #
 # Set-up: scripts/setup.sh run (missing Debian packages — gnuplot-nox, hyperfine, OpenMPI,
 # ... — installed with apt-get when root, otherwise the exact apt-get line is printed),
@@ -32,41 +56,44 @@
 # older than its sources.
 #
 # Steps, each announced as "[k/n] what -> outputs  [~T left, estimated]" (T: the sum of
-# per-step estimates for this mode, scaled by how long the finished steps took against
-# theirs — an estimate, not a promise). Every timed run holds /tmp/partrain-bench.lock.
+# per-step estimates for this mode, each sweep step's scaled by its lists (est_of below;
+# docs/sweeps.md), then by how long the finished steps took against theirs — an
+# estimate, not a promise). Every timed run holds /tmp/partrain-bench.lock.
 #   serial    serial-curves     loss/accuracy curves, MNIST digits and Fashion-MNIST -> runs.csv
 #             hyperfine-serial  whole-process timing (hyperfine --warmup 1 --runs N):
 #                               own kernel and --gemm blas -> hyperfine-serial.json
 #             serial-vs-torch   serial vs PyTorch, one core (bench/serial-vs-torch.sh)
 #                               -> bench-serial.csv                        [PyTorch]
-#   openmp    openmp-bench      every --accum mode x T = 1, 2 vs serial and
+#   (C: the cores, threads / ranks / grid / pairs: the lists above; on 2 cores C = 2,
+#    threads and ranks 1 2 4, grid 1x1 1x2 1x4 2x1 2x2 4x1, pairs 1x1 1x2 2x1 2x2)
+#   openmp    openmp-bench      every --accum mode x T = 1, C vs serial and
 #                               PyTorch (bench/openmp-bench.sh) -> bench-openmp.csv
-#             openmp-sweep      T = 1, 2, 4, 8 (smoke: 1, 2, 4) per mode, passive above the
+#             openmp-sweep      T = the threads list per mode, passive above the real
 #                               cores -> openmp.csv (figure openmp-threads.png)
-#             hyperfine-openmp  T = 2 -> hyperfine-openmp.json
-#   mpi       mpi-bench         mpi/mpi P = 1, 2, every --sync, vs serial (bench/mpi-bench.sh)
+#             hyperfine-openmp  T = C -> hyperfine-openmp.json
+#   mpi       mpi-bench         mpi/mpi P = 1, C, every --sync, vs serial (bench/mpi-bench.sh)
 #                               -> bench-mpi.csv
-#             mpi-sweep         strong/weak scaling P = 1, 2, 4, 8 (quick, smoke: 1, 2, 4) and
-#                               the pipeline's bubble (bench/mpi-sweep.sh)
+#             mpi-sweep         strong/weak scaling P = the ranks list and the pipeline's
+#                               bubble (bench/mpi-sweep.sh)
 #                               -> mpi-{strong,weak,pipeline}.csv (mpi-scaling.png, mpi-comm.png)
-#             hyperfine-mpi     P = 2, allreduce -> hyperfine-mpi.json
-#   hybrid    hybrid-bench      P x T = 1x1 1x2 2x1 2x2 vs serial (bench/hybrid-bench.sh)
+#             hyperfine-mpi     P = C, allreduce -> hyperfine-mpi.json
+#   hybrid    hybrid-bench      P x T = the pairs vs serial (bench/hybrid-bench.sh)
 #                               -> bench-hybrid.csv
-#             hybrid-grid       P x T in {1,2,4}^2 (bench/hybrid-grid.sh) -> hybrid-grid.csv,
+#             hybrid-grid       P x T = the grid (bench/hybrid-grid.sh) -> hybrid-grid.csv,
 #                               hybrid-table4.md (seed report 001's Table 4; hybrid-grid.png)
-#             hyperfine-hybrid  1x2 and 2x1 -> hyperfine-hybrid.json
+#             hyperfine-hybrid  1xC and Cx1 -> hyperfine-hybrid.json
 #   cnn       cnn-accuracy      seed report 003's convergence runs -> cnn-accuracy.csv
-#             cnn-timing        5 epochs of 60k images, 1x1 1x2 2x1 2x2 -> cnn-timing.csv
+#             cnn-timing        5 epochs of 60k images, P x T = the pairs -> cnn-timing.csv
 #             cnn-tables        its Tables 3, 4, 5 -> cnn-table{3,4,5}.md (cnn-speedup.png)
 #             cnn-bench         cnn vs PyTorch (bench/cnn-bench.sh) -> bench-cnn.csv [PyTorch]
-#             hyperfine-cnn     1x1 and 2x1 -> hyperfine-cnn.json
+#             hyperfine-cnn     1x1 and Cx1 -> hyperfine-cnn.json
 #   cuda      cuda              only when cuda/cuda is built AND a GPU works (else one line
 #                               in skipped.txt with the reason: no nvcc, or the binary's own
 #                               error); every kernel and serial -> cuda.csv; never fails the run
 #             hyperfine-cuda    --kernel tiled -> hyperfine-cuda.json
 #   imagesize imagesize         seed report 002's duration vs image size: --image-size 28,
 #                               57, 112 (784, 3249, 12544 inputs), the same samples, serial
-#                               (one pinned core), openmp T = 2 and mpi P = 2 allreduce
+#                               (one pinned core), openmp T = C and mpi P = C allreduce
 #                               -> imagesize.csv (imagesize.png)
 #   (always)  plots             every figure from the CSVs alone: scripts/plot.sh, the code
 #                               `make plots` runs -> PLOTDIR/*.png
@@ -99,7 +126,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")" || exit 2
 PY=$PARTRAIN_PYTHON
 ALL_GROUPS=(serial openmp mpi hybrid cuda cnn imagesize)
 [ -z "${PARTRAIN_TEST_FAKE_STEP:-}" ] || ALL_GROUPS+=(fake)   # a test hook (steps_fake)
-mode=full only="" results="" fresh=0 with_torch=0 setup=1 list_steps=0
+mode=full only="" results="" fresh=0 with_torch=0 setup=1 list_steps=0 plan=0 steps_only=""
+REAL_CORES=$(nproc)   # what runs oversubscribed is decided by this, never by --cores
 
 usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d; /^# shellcheck/d; s/^# \{0,1\}//'; }
 die() { echo "run_all: $*" >&2; exit 2; }
@@ -113,11 +141,20 @@ while [ $# -gt 0 ]; do
     --with-torch) with_torch=1; shift ;;
     --no-setup) setup=0; shift ;;
     --list-steps) list_steps=1; shift ;;
+    --plan) plan=1; shift ;;
+    --steps) [ $# -ge 2 ] && [[ $2 =~ ^[a-z0-9-]+(,[a-z0-9-]+)*$ ]] || die "--steps needs a list of step ids (see --list-steps)"
+             steps_only=$2; shift 2 ;;
+    --cores|--hostfile|--threads-list|--ranks-list|--grid)
+      [ $# -ge 2 ] && [ -n "$2" ] || die "$1 needs a value"; sweep_option "$1" "$2"; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
 done
 [ -n "$results" ] || results=$(case $mode in full) echo results ;; *) echo "results/$mode" ;; esac)
+sweep_setup $mode   # C, R, the nodes and the lists (bench/lib.sh); a bad hostfile exits 2 here
+C=$SWEEP_CORES
+# the options every sweeping bench script gets: the same C and lists as this run
+SWEEP_ARGS=(--cores "$C")
 results=${results%/}
 if [ $mode = full ]; then plotdir=plots; else plotdir=$results; fi
 
@@ -131,6 +168,12 @@ else
   done
 fi
 wants() { [[ " ${selected[*]} " == *" $1 "* ]]; }
+if [ -n "$steps_only" ]; then   # every id one of the --only groups' steps, before any work
+  known=" $("$0" --list-steps ${only:+--only "$only"} | tr '\n' ' ') "
+  for id in ${steps_only//,/ }; do
+    [[ $known == *" $id "* ]] || die "--steps: '$id' is not a step of ${only:-the run} (see --list-steps)"
+  done
+fi
 
 RESULTS=$results   # the results directory (a step itself sees $results: its staging directory)
 donedir=$results/.done skipdir=$results/.skip logdir=$results/logs partdir=$results/.partial
@@ -140,6 +183,7 @@ lockfile=$results/.lock
 # run_all's whole life (its pid written there); a second run_all.sh on the same DIR exits
 # 2 at once, writing nothing. Only run_all's own process holds fd 7 (the steps and the
 # watcher close it), so the lock goes when run_all goes, however it ends (SIGKILL too).
+[ $plan = 0 ] || list_steps=2   # --plan: nothing is created or run (2: the steps are shown, not listed)
 if [ $list_steps = 0 ]; then
   if ! err=$(mkdir -p -- "$results" 2>&1); then
     die "cannot create the results directory $results: ${err##*: }"
@@ -154,6 +198,14 @@ if [ $list_steps = 0 ]; then
   rm -rf "$partdir"   # the staging directories of steps that never completed
   err=$(mkdir -p "$logdir" "$donedir" "$skipdir" "$partdir" "$plotdir" 2>&1) ||
     die "cannot create the directories of $results: $(head -n 1 <<<"$err")"
+  # the cores and nodes this run's sweeps assumed, for the report's and figures' words
+  # (scripts/reporting/common.py, scripts/plot.sh; they fall back to this machine's)
+  jl() { local a; read -r -a a <<<"$1"; local IFS=,; echo "[${a[*]}]"; }
+  jg() { sed 's/\([0-9]*\)x\([0-9]*\)/[\1,\2]/g; s/ /,/g; s/^/[/; s/$/]/' <<<"$1"; }
+  printf '{"cores": %d, "nodes": %d, "slots": %d, "cores_from": "%s", "real_cores": %d, "mode": "%s",\n "threads": %s, "ranks": %s, "grid": %s, "pairs": %s}\n' \
+    "$C" "$SWEEP_NODES" "$SWEEP_SLOTS" "$SWEEP_SOURCE" "$REAL_CORES" "$mode" "$(jl "$SWEEP_THREADS")" \
+    "$(jl "$SWEEP_RANKS")" "$(jg "$SWEEP_GRID")" "$(jg "$SWEEP_PAIRS")" >"$results/machine.json.tmp" &&
+    mv -f "$results/machine.json.tmp" "$results/machine.json" || die "cannot write $results/machine.json"
 fi
 failed=0 t_all=$SECONDS
 k=0 n=0 cur_pid="" cur_step=setup
@@ -233,6 +285,11 @@ PIN1=(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_NUM_THREADS=1 OPENBLAS_NU
 LOCKED=(); command -v flock >/dev/null && LOCKED=(flock "$LOCK")
 
 note() { echo "    $*"; }
+# W workers (threads, or ranks x threads) on the real cores: OMP_WAIT_POLICY=passive above
+# them (an env word, or nothing), and the CPUs a T-thread process is confined to
+passive_env() { [ "$1" -le "$REAL_CORES" ] || echo OMP_WAIT_POLICY=passive; }
+cpus_for() { local t=$1; [ "$t" -le "$REAL_CORES" ] || t=$REAL_CORES; echo "0-$((t - 1))"; }
+ONE_C="1 $C"; [ "$C" != 1 ] || ONE_C=1   # the comparisons' thread or rank counts
 log=/dev/null        # the running step's log file
 
 # skip_note STEP REASON: a line for DIR/skipped.txt, kept with the running step (a step
@@ -243,7 +300,7 @@ skip_note() {
 }
 # group_skip GROUP REASON: a whole group is not run (registration time)
 group_skip() {
-  printf '%s\t%s\n' "$1" "$2" >>"$skipdir/group-$1"
+  [ $plan = 1 ] || printf '%s\t%s\n' "$1" "$2" >>"$skipdir/group-$1"
   echo "[skip] $1: $2"
 }
 # DIR/skipped.txt from the per-step files: groups, then the steps in order, then others
@@ -344,7 +401,7 @@ do_setup() {
     echo "[setup] PyTorch: not importable by $PY: the PyTorch steps are skipped (--with-torch installs it)"
   fi
 }
-[ $list_steps = 1 ] || do_setup 7>&-   # its children (make, apt-get) do not hold the results lock
+[ $list_steps != 0 ] || do_setup 7>&-   # its children (make, apt-get) do not hold the results lock
 
 # ---------------------------------------------------------------- steps
 # add_step ID FUNCTION DESCRIPTION OUTPUTS: OUTPUTS (space-separated, relative to DIR)
@@ -352,7 +409,11 @@ do_setup() {
 # stamped), 3 (skipped: its skip_note says why; not stamped, retried by a rerun) or
 # anything else (failed).
 step_id=() step_fn=() step_desc=() step_out=()
-add_step() { step_id+=("$1"); step_fn+=("$2"); step_desc+=("$3"); step_out+=("${4:-}"); }
+add_step() {
+  [ -z "$steps_only" ] || [ "$1" = plots ] || [ "$1" = report ] || [[ ",$steps_only," == *",$1,"* ]] ||
+    [ $list_steps = 1 ] || return 0
+  step_id+=("$1"); step_fn+=("$2"); step_desc+=("$3"); step_out+=("${4:-}")
+}
 
 # per-step time estimates in seconds, "full quick smoke": quick and smoke as measured on
 # the 2-core development machine; full estimated from the runs each step makes (the full
@@ -367,7 +428,39 @@ declare -A EST=(
   [hyperfine-cuda]="15 5 2"        [imagesize]="90 28 5"          [plots]="5 2 1"
   [report]="2 2 2"
 )
-est_of() { local e=${EST[$1]:-"10 5 2"}; read -r -a e <<<"$e"; by_mode "${e[0]}" "${e[1]}" "${e[2]}"; }
+# A sweep step's estimate scales with its lists. EST is the time of the lists it was
+# measured with on 2 cores (the first half of est_lists); this run's estimate is
+# EST x cost(this run's list on the real cores) / cost(that list on 2 cores), where a
+# point costs 1 when its workers (T, P, or P*T) fit the cores and 3 when they do not
+# (oversubscribed: time-sharing and, for ranks, start-up). A point is assumed to take as
+# long on any core count (more cores do the same work faster, so this errs long).
+est_lists() {   # ID: "BASE LIST|THIS RUN'S LIST" of a sweep step; nothing for the others
+  case $1 in
+    openmp-bench|mpi-bench) echo "1 2|$ONE_C" ;;
+    openmp-sweep) echo "$(by_mode '1 2 4 8' '1 2 4 8' '1 2 4')|$SWEEP_THREADS" ;;
+    mpi-sweep) echo "$(by_mode '1 2 4 8' '1 2 4' '1 2 4')|$SWEEP_RANKS" ;;
+    hyperfine-openmp|hyperfine-mpi|imagesize) echo "2|$C" ;;
+    hyperfine-hybrid) echo "1x2 2x1|1x$C ${C}x1" ;;
+    hyperfine-cnn) echo "1x1 2x1|1x1 ${C}x1" ;;
+    hybrid-bench|cnn-timing|cnn-bench) echo "1x1 1x2 2x1 2x2|$SWEEP_PAIRS" ;;
+    hybrid-grid) echo "1x1 1x2 1x4 2x1 2x2 2x4 4x1 4x2 4x4|$SWEEP_GRID" ;;
+  esac
+}
+list_cost() {   # CORES LIST: the list's cost (above)
+  local x w cost=0
+  for x in $2; do
+    if [[ $x == *x* ]]; then w=$(( ${x%x*} * ${x#*x} )); else w=$x; fi
+    if [ "$w" -le "$1" ]; then cost=$((cost + 1)); else cost=$((cost + 3)); fi
+  done
+  echo $cost
+}
+est_of() {
+  local e=${EST[$1]:-"10 5 2"} l t
+  read -r -a e <<<"$e"; t=$(by_mode "${e[0]}" "${e[1]}" "${e[2]}")
+  l=$(est_lists "$1")
+  [ -z "$l" ] || t=$(( (t * $(list_cost "$REAL_CORES" "${l#*|}") + $(list_cost 2 "${l%%|*}") - 1) / $(list_cost 2 "${l%%|*}") ))
+  echo "$t"
+}
 fmt_dur() { local s=$1; if [ "$s" -lt 60 ]; then echo "${s} s"; elif [ "$s" -lt 3600 ]; then printf '%d min %02d s\n' $((s / 60)) $((s % 60)); else printf '%d h %02d min\n' $((s / 3600)) $((s % 3600 / 60)); fi; }
 
 # the small workload every hyperfine step times (whole processes)
@@ -439,7 +532,8 @@ steps_serial() {
 openmp_bench() {
   have_data "$DATA" || return 3
   local args
-  read -r -a args <<<"$(by_mode "" "--quick" "--data data/mnist --train 1000 --epochs 2 --runs 1 --tries 1 --batches 64 --threads 1,2")"
+  read -r -a args <<<"$(by_mode "" "--quick" "--data data/mnist --train 1000 --epochs 2 --runs 1 --tries 1 --batches 64")"
+  args+=(--cores "$C" --threads "$(commas "$ONE_C")")
   if ! have_torch; then
     args+=(--no-torch)
     skip_note "$cur_step" "PyTorch columns left out: $torch_reason"
@@ -449,17 +543,18 @@ openmp_bench() {
 openmp_sweep() {
   have_data "$DATA" || return 3
   local args=(--batches 64 --no-torch)
-  read -r -a more <<<"$(by_mode "--threads 1,2,4,8 --runs 2 --epochs 3" "--threads 1,2,4,8 --runs 2 --epochs 3 --quick" \
-                                 "--threads 1,2,4 --data data/mnist --train 1000 --epochs 2 --runs 1 --tries 1")"
-  bench '/^batch /,$p' bench/openmp-bench.sh "${args[@]}" "${more[@]}" --csv "$results/openmp.csv"
+  read -r -a more <<<"$(by_mode "--runs 2 --epochs 3" "--runs 2 --epochs 3 --quick" \
+                                 "--data data/mnist --train 1000 --epochs 2 --runs 1 --tries 1")"
+  bench '/^batch /,$p' bench/openmp-bench.sh "${args[@]}" "${more[@]}" --cores "$C" --threads "$(commas "$SWEEP_THREADS")" \
+    --csv "$results/openmp.csv"
 }
 openmp_hyperfine() {
-  hyperfine_step openmp openmp-T2 "env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE taskset -c 0-1 openmp/openmp --threads 2 --accum loop $HF_ARGS"
+  hyperfine_step openmp "openmp-T$C" "env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $(passive_env "$C") taskset -c $(cpus_for "$C") openmp/openmp --threads $C --accum loop $HF_ARGS"
 }
 steps_openmp() {
-  add_step openmp-bench openmp_bench "openmp: every --accum mode x T = 1, 2 vs serial and PyTorch, batch 64$(by_mode ' and 512' ' and 512, quick subset' ', 1k MNIST digits, 1 run') (bench/openmp-bench.sh) -> $results/bench-openmp.csv" bench-openmp.csv
-  add_step openmp-sweep openmp_sweep "openmp: thread sweep T = $(by_mode '1, 2, 4, 8' '1, 2, 4, 8' '1, 2, 4') per mode, batch 64, OMP_WAIT_POLICY=passive above $(nproc) cores$(by_mode '' ', quick subset' ', 1k MNIST digits') -> $results/openmp.csv" openmp.csv
-  add_step hyperfine-openmp openmp_hyperfine "$(hf_desc openmp 'openmp/openmp --threads 2 --accum loop, OMP_WAIT_POLICY as in the environment')" hyperfine-openmp.json
+  add_step openmp-bench openmp_bench "openmp: every --accum mode x T = $(words "$ONE_C") vs serial and PyTorch, batch 64$(by_mode ' and 512' ' and 512, quick subset' ', 1k MNIST digits, 1 run') (bench/openmp-bench.sh) -> $results/bench-openmp.csv" bench-openmp.csv
+  add_step openmp-sweep openmp_sweep "openmp: thread sweep T = $(words "$SWEEP_THREADS") per mode ($C cores), batch 64, OMP_WAIT_POLICY=passive above the $REAL_CORES real cores$(by_mode '' ', quick subset' ', 1k MNIST digits') -> $results/openmp.csv" openmp.csv
+  add_step hyperfine-openmp openmp_hyperfine "$(hf_desc openmp "openmp/openmp --threads $C --accum loop, OMP_WAIT_POLICY $([ "$C" -le "$REAL_CORES" ] && echo 'as in the environment' || echo passive)")" hyperfine-openmp.json
 }
 
 # --- mpi --- (ranks are launched by scripts/mpirun.sh and bound by mpirun, not taskset)
@@ -468,23 +563,24 @@ mpi_bench() {
   local args
   read -r -a args <<<"$(by_mode "" "--quick" "--data data/mnist --train 1000 --epochs 2 --runs 1")"
   if [ $mode = smoke ]; then args+=(--batches 64); fi
+  args+=(--cores "$C" --ranks-list "$(commas "$ONE_C")")
   bench '/^median over/,$p' bench/mpi-bench.sh "${args[@]}" --csv "$results/bench-mpi.csv"
 }
 mpi_sweep() {
   have_data "$DATA" || return 3
   [ -x mpi/pipeline ] || { note "mpi/pipeline not built: make all"; return 1; }
   local args
-  read -r -a args <<<"$(by_mode "" "--quick" "--data data/mnist --train 1000 --batch 100 --per-rank 250 --per-rank-batch 25 --ranks 1_2_4 --epochs 2 --stages 1_2 --microbatches 1_4")"
-  args=("${args[@]//_/ }")     # "1_2_4" -> "1 2 4": one argument
+  read -r -a args <<<"$(by_mode "" "--quick" "--data data/mnist --train 1000 --batch 100 --per-rank 250 --per-rank-batch 25 --epochs 2 --stages 1_2 --microbatches 1_4")"
+  args=("${args[@]//_/ }" --cores "$C" --ranks-list "$(commas "$SWEEP_RANKS")")     # "1_2" -> "1 2": one argument
   bench '/^strong/,$p' bench/mpi-sweep.sh "${args[@]}" --results "$results"
 }
 mpi_hyperfine() {
-  hyperfine_step mpi mpi-P2-allreduce "scripts/mpirun.sh 2 mpi/mpi --sync allreduce $HF_ARGS"
+  hyperfine_step mpi "mpi-P$C-allreduce" "scripts/mpirun.sh $C mpi/mpi --sync allreduce $HF_ARGS"
 }
 steps_mpi() {
-  add_step mpi-bench mpi_bench "mpi: data parallel vs serial, P = 1, 2, every --sync, batch 64$(by_mode ' and 512' ' and 512, quick subset' ', 1k MNIST digits, 1 run') (bench/mpi-bench.sh) -> $results/bench-mpi.csv" bench-mpi.csv
-  add_step mpi-sweep mpi_sweep "mpi: strong/weak scaling P = $(by_mode '1, 2, 4, 8' '1, 2, 4' '1, 2, 4'), every --sync, and the pipeline's bubble (bench/mpi-sweep.sh$(by_mode '' ' --quick' ', 1k MNIST digits')) -> $results/mpi-{strong,weak,pipeline}.csv" "mpi-strong.csv mpi-weak.csv mpi-pipeline.csv"
-  add_step hyperfine-mpi mpi_hyperfine "$(hf_desc mpi 'scripts/mpirun.sh 2 mpi/mpi --sync allreduce')" hyperfine-mpi.json
+  add_step mpi-bench mpi_bench "mpi: data parallel vs serial, P = $(words "$ONE_C"), every --sync, batch 64$(by_mode ' and 512' ' and 512, quick subset' ', 1k MNIST digits, 1 run') (bench/mpi-bench.sh) -> $results/bench-mpi.csv" bench-mpi.csv
+  add_step mpi-sweep mpi_sweep "mpi: strong/weak scaling P = $(words "$SWEEP_RANKS"), every --sync, and the pipeline's bubble (bench/mpi-sweep.sh$(by_mode '' ' --quick' ', 1k MNIST digits')) -> $results/mpi-{strong,weak,pipeline}.csv" "mpi-strong.csv mpi-weak.csv mpi-pipeline.csv"
+  add_step hyperfine-mpi mpi_hyperfine "$(hf_desc mpi "scripts/mpirun.sh $C mpi/mpi --sync allreduce")" hyperfine-mpi.json
 }
 
 # --- hybrid --- (P ranks x T threads by scripts/mpirun.sh --bind-to-none; P*T above the
@@ -493,24 +589,25 @@ hybrid_bench() {
   have_data "$DATA" || return 3
   local args
   read -r -a args <<<"$(by_mode "" "--runs 1 --epochs 2 --train 10000" "--data data/mnist --runs 1 --epochs 2 --train 1000 --batches 64")"
-  bench '/^\$ \|^\[[0-9]*\/[0-9]*\] \|^bench: /!p' bench/hybrid-bench.sh "${args[@]}" --csv "$results/bench-hybrid.csv"
+  bench '/^\$ \|^\[[0-9]*\/[0-9]*\] \|^bench: /!p' bench/hybrid-bench.sh "${args[@]}" --cores "$C" --grid "$(commas "$SWEEP_PAIRS")" \
+    --csv "$results/bench-hybrid.csv"
 }
 hybrid_grid() {
   have_data "$DATA" || return 3
   local args
   read -r -a args <<<"$(by_mode "" "--epochs 2 --train 10000" "--data data/mnist --epochs 2 --train 1000 --batch 100")"
-  bench '/^| Implementation/,$p' bench/hybrid-grid.sh "${args[@]}" --csv "$results/hybrid-grid.csv" --dat "$results/hybrid-grid.dat" \
+  bench '/^| Implementation/,$p' bench/hybrid-grid.sh "${args[@]}" --cores "$C" --grid "$(commas "$SWEEP_GRID")" --csv "$results/hybrid-grid.csv" --dat "$results/hybrid-grid.dat" \
     --plots none --table "$results/hybrid-table4.md"
 }
 hybrid_hyperfine() {
-  hyperfine_step hybrid hybrid-1x2 "scripts/mpirun.sh --bind-to-none 1 hybrid/hybrid --threads 2 $HF_ARGS" \
-                        hybrid-2x1 "scripts/mpirun.sh 2 hybrid/hybrid --threads 1 $HF_ARGS"
+  hyperfine_step hybrid "hybrid-1x$C" "env $(passive_env "$C") scripts/mpirun.sh --bind-to-none 1 hybrid/hybrid --threads $C $HF_ARGS" \
+                        "hybrid-${C}x1" "scripts/mpirun.sh $C hybrid/hybrid --threads 1 $HF_ARGS"
 }
 steps_hybrid() {
   local q; q=$(by_mode '' ', quick subset' ', 1k MNIST digits')
-  add_step hybrid-bench hybrid_bench "hybrid vs serial, P x T = 1x1 1x2 2x1 2x2, batch 64$(by_mode ' and 512' ' and 512' '') (bench/hybrid-bench.sh$q) -> $results/bench-hybrid.csv" bench-hybrid.csv
-  add_step hybrid-grid hybrid_grid "hybrid: P x T in {1,2,4}x{1,2,4}, batch $(by_mode 512 512 100) (bench/hybrid-grid.sh$q) -> $results/hybrid-grid.csv, $results/hybrid-table4.md" "hybrid-grid.csv hybrid-grid.dat hybrid-table4.md"
-  add_step hyperfine-hybrid hybrid_hyperfine "$(hf_desc hybrid 'hybrid/hybrid 1 rank x 2 threads and 2 ranks x 1 thread')" hyperfine-hybrid.json
+  add_step hybrid-bench hybrid_bench "hybrid vs serial, P x T = $SWEEP_PAIRS, batch 64$(by_mode ' and 512' ' and 512' '') (bench/hybrid-bench.sh$q) -> $results/bench-hybrid.csv" bench-hybrid.csv
+  add_step hybrid-grid hybrid_grid "hybrid: P x T = $SWEEP_GRID ($C cores), batch $(by_mode 512 512 100) (bench/hybrid-grid.sh$q) -> $results/hybrid-grid.csv, $results/hybrid-table4.md" "hybrid-grid.csv hybrid-grid.dat hybrid-table4.md"
+  add_step hyperfine-hybrid hybrid_hyperfine "$(hf_desc hybrid "hybrid/hybrid 1 rank x $C threads and $C ranks x 1 thread")" hyperfine-hybrid.json
 }
 
 # --- cnn --- (seed report 003's tables; ranks by scripts/mpirun.sh, threads per rank
@@ -545,9 +642,8 @@ cnn_timing() {
   read -r -a more <<<"$(by_mode "--epochs 5" "--train 10000 --epochs 2" "--train 1000 --test 500 --epochs 2")"
   args+=("${more[@]}"); reps=$(by_mode 2 1 1)
   for _ in $(seq 1 "$reps"); do
-    for pt in "1 1" "1 2" "2 1" "2 2"; do
-      # shellcheck disable=SC2086  # "P T"
-      cnn_launch $pt; run_logged "${cnn_cmd[@]}" "${args[@]}" || ok=1
+    for pt in $SWEEP_PAIRS; do
+      cnn_launch "${pt%x*}" "${pt#*x}"; run_logged "${cnn_cmd[@]}" "${args[@]}" || ok=1
     done
   done
   return $ok
@@ -567,19 +663,19 @@ cnn_bench() {
   have_data "$DATA" || return 3
   local args
   read -r -a args <<<"$(by_mode "" "--quick" "--data data/mnist --train 1000 --epochs 2 --runs 1")"
-  bench '/^median over/,$p' bench/cnn-bench.sh "${args[@]}" --csv "$results/bench-cnn.csv"
+  bench '/^median over/,$p' bench/cnn-bench.sh "${args[@]}" --cores "$C" --grid "$(commas "$SWEEP_PAIRS")" --csv "$results/bench-cnn.csv"
 }
 cnn_hyperfine() {
   hyperfine_step cnn cnn-1x1 "scripts/mpirun.sh 1 cnn/cnn --threads 1 $HF_ARGS" \
-                     cnn-2x1 "scripts/mpirun.sh 2 cnn/cnn --threads 1 $HF_ARGS"
+                     "cnn-${C}x1" "scripts/mpirun.sh $C cnn/cnn --threads 1 $HF_ARGS"
 }
 steps_cnn() {
   local q; q=$(by_mode '' ', quick subset' ', 1k samples, 2 epochs')
   add_step cnn-accuracy cnn_accuracy "cnn: seed report 003's convergence runs, MNIST digits, lr 0.01: 1x1, 2x2 (global batch 32), 2 and 4 ranks x 32 per rank$q -> $results/cnn-accuracy.csv" cnn-accuracy.csv
-  add_step cnn-timing cnn_timing "cnn: $(by_mode '5 epochs of 60k Fashion-MNIST images' '2 epochs of 10k Fashion-MNIST images' '2 epochs of 1k MNIST digits'), 1x1, 1x2, 2x1, 2x2 -> $results/cnn-timing.csv" cnn-timing.csv
+  add_step cnn-timing cnn_timing "cnn: $(by_mode '5 epochs of 60k Fashion-MNIST images' '2 epochs of 10k Fashion-MNIST images' '2 epochs of 1k MNIST digits'), P x T = $SWEEP_PAIRS -> $results/cnn-timing.csv" cnn-timing.csv
   add_step cnn-tables cnn_tables "cnn: seed report 003's Tables 3, 4, 5 -> $results/cnn-table{3,4,5}.md (figure: plots step)" "cnn-table3.md cnn-table4.md cnn-table5.md cnn-speedup.dat"
-  add_step cnn-bench cnn_bench "cnn vs PyTorch, 1x1 1x2 2x1 2x2 and torch 1, 2 threads (bench/cnn-bench.sh$(by_mode '' ' --quick' ', 1k MNIST digits, 1 run')) -> $results/bench-cnn.csv" bench-cnn.csv
-  add_step hyperfine-cnn cnn_hyperfine "$(hf_desc cnn 'cnn/cnn 1 rank x 1 thread and 2 ranks x 1 thread, batch 32')" hyperfine-cnn.json
+  add_step cnn-bench cnn_bench "cnn vs PyTorch, $SWEEP_PAIRS and torch $(words "$ONE_C") threads (bench/cnn-bench.sh$(by_mode '' ' --quick' ', 1k MNIST digits, 1 run')) -> $results/bench-cnn.csv" bench-cnn.csv
+  add_step hyperfine-cnn cnn_hyperfine "$(hf_desc cnn "cnn/cnn 1 rank x 1 thread and $C ranks x 1 thread, batch 32")" hyperfine-cnn.json
 }
 
 # --- cuda --- (only where a GPU works; PARTRAIN_CUDA_BIN, a test hook, names another
@@ -617,7 +713,7 @@ cuda_usable() {   # the probe: a tiny run on the GPU (else a group_skip line wit
 # the kernels of $CUDA_BIN --list-variants as the step line names them: "naive, tiled 16, ..."
 cuda_kernels_desc() {
   local list
-  [ $list_steps = 0 ] || return 0      # only the ids are listed: no need to start the binary
+  [ $list_steps != 1 ] || return 0      # only the ids are listed: no need to start the binary
   list=$(variant_table "$CUDA_BIN" 2>/dev/null) || { echo "every kernel"; return; }
   cut -f2 <<<"$list" | sed 's/^--kernel //; s/ --tile / /' | paste -sd, | sed 's/,/, /g'
 }
@@ -637,15 +733,16 @@ imagesize_sweep() {
   if [ -x mpi/mpi ] && command -v mpirun >/dev/null; then mpi=1; else skip_note imagesize "mpi/mpi or mpirun missing: no MPI points"; fi
   for s in 28 57 112; do
     run_logged "${LOCKED[@]}" "${PIN1[@]}" serial/serial --image-size $s "${args[@]}" || ok=1
-    [ $omp = 0 ] || run_logged "${LOCKED[@]}" env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE taskset -c 0-1 \
-                      openmp/openmp --threads 2 --accum loop --image-size $s "${args[@]}" || ok=1
-    [ $mpi = 0 ] || run_logged "${LOCKED[@]}" scripts/mpirun.sh 2 mpi/mpi --sync allreduce --image-size $s "${args[@]}" || ok=1
+    # shellcheck disable=SC2046  # passive_env: one word or none
+    [ $omp = 0 ] || run_logged "${LOCKED[@]}" env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $(passive_env "$C") \
+                      taskset -c "$(cpus_for "$C")" openmp/openmp --threads "$C" --accum loop --image-size $s "${args[@]}" || ok=1
+    [ $mpi = 0 ] || run_logged "${LOCKED[@]}" scripts/mpirun.sh "$C" mpi/mpi --sync allreduce --image-size $s "${args[@]}" || ok=1
   done
   [ $ok = 0 ] || return 1
   "$PY" scripts/imagesize.py "$csv" --table | sed 's/^/    /'
 }
 steps_imagesize() {
-  add_step imagesize imagesize_sweep "imagesize: seed report 002's duration vs image size, --image-size 28, 57, 112 (784, 3249, 12544 inputs), $(by_mode '10k Fashion-MNIST, 3 epochs' '4k Fashion-MNIST, 2 epochs' '1k MNIST digits, 2 epochs'): serial (1 core), openmp T = 2, mpi P = 2 allreduce -> $results/imagesize.csv" imagesize.csv
+  add_step imagesize imagesize_sweep "imagesize: seed report 002's duration vs image size, --image-size 28, 57, 112 (784, 3249, 12544 inputs), $(by_mode '10k Fashion-MNIST, 3 epochs' '4k Fashion-MNIST, 2 epochs' '1k MNIST digits, 2 epochs'): serial (1 core), openmp T = $C, mpi P = $C allreduce -> $results/imagesize.csv" imagesize.csv
 }
 
 # --- fake --- (a test hook, not a group unless PARTRAIN_TEST_FAKE_STEP=SECONDS is set:
@@ -709,7 +806,7 @@ group_usable() {
 }
 for p in "${selected[@]}"; do
   if [ $list_steps = 1 ]; then "steps_$p"; continue; fi
-  rm -f "$skipdir/group-$p"
+  [ $plan = 1 ] || rm -f "$skipdir/group-$p"
   group_usable "$p" && "steps_$p"
 done
 add_step plots plots_step "plots: every figure from the CSVs in $results/ (scripts/plot.sh, as make plots) -> $plotdir/*.png"
@@ -733,6 +830,14 @@ time_left() {
   fi
   fmt_dur "$left"
 }
+if [ $plan = 1 ]; then   # the step lines, with the estimate of what is left before each
+  for ((k = 1; k <= n; k++)); do
+    if is_done $((k - 1)); then echo "[$k/$n] ${step_desc[k-1]} (done earlier: skipped)"
+    else echo "[$k/$n] ${step_desc[k-1]}  [~$(time_left $((k - 1))) left, estimated]"; fi
+  done
+  echo "run_all: plan only: $mode run of ${selected[*]}, $C cores, nothing run or written; about $(time_left 0) estimated"
+  exit 0
+fi
 assemble_skipped
 set -m    # every step runs in its own process group, which an interruption stops as a whole
 for ((k = 1; k <= n; k++)); do

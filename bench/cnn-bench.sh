@@ -1,21 +1,21 @@
 #!/usr/bin/env bash
-# bench/cnn-bench.sh — cnn/cnn (seed report 003's CNN) in every ranks x threads
-# configuration of a 2-core machine against the same CNN in PyTorch, in one invocation.
+# bench/cnn-bench.sh — cnn/cnn (seed report 003's CNN) in the ranks x threads
+# configurations of the machine's C cores against the same CNN in PyTorch, in one invocation.
 #
-# Configurations, each a separate process group, launched the way the README says:
-#   1x1  scripts/mpirun.sh 1 cnn/cnn --threads 1                  (mpirun binds it to one core)
-#   1x2  scripts/mpirun.sh --bind-to-none 1 cnn/cnn --threads 2
-#   2x1  scripts/mpirun.sh 2 cnn/cnn --threads 1                  (one core per rank)
-#   2x2  OMP_WAIT_POLICY=passive MPIRUN_ARGS="--mca mpi_yield_when_idle 1" \
-#        scripts/mpirun.sh --bind-to-none 2 cnn/cnn --threads 2
-#        (4 threads on 2 cores: spinning waits, in barriers or in MPI, would steal the cores)
-#   pytorch 1 and 2 threads: bench/torch_mlp.py --model cnn, OMP/OPENBLAS/MKL_NUM_THREADS=T,
-#        taskset -c 0 (1 thread) or -c 0,1 (2 threads)
+# Configurations (the pairs of bench/lib.sh, docs/sweeps.md: 1x1, every P x T = C point,
+# the squarest P x T = 2C one; on 2 cores 1x1 1x2 2x1 2x2; --grid L replaces them, --cores
+# N sets C), each a separate process group, launched the way the README says:
+#   PxT  scripts/mpirun.sh [--bind-to-none when T > 1] P cnn/cnn --threads T
+#        (P x T above the real cores: OMP_WAIT_POLICY=passive and, unless the ranks alone
+#        exceed the cores (mpirun.sh adds it then), MPIRUN_ARGS="--mca mpi_yield_when_idle 1":
+#        spinning waits, in barriers or in MPI, would steal the cores)
+#   pytorch 1 and C threads: bench/torch_mlp.py --model cnn, OMP/OPENBLAS/MKL_NUM_THREADS=T,
+#        taskset -c 0 (1 thread) or -c 0-(T-1) (at most the real cores)
 # A configuration whose ranks x threads exceed the cores gets OMP_WAIT_POLICY=passive
 # (and mpi_yield_when_idle);
 # the others run with the policy of the calling environment (unset: the runtime's
 # default); the table prints the policy of every row. Every run: --data (full
-# Fashion-MNIST by default), --batch 32, --lr 0.01, E epochs; the set of 6 runs is
+# Fashion-MNIST by default), --batch 32, --lr 0.01, E epochs; the set of runs is
 # repeated R times, interleaved, each run under `flock /tmp/partrain-bench.lock` so that
 # no other benchmark overlaps it. Each run appends a CSV row: the trainers' schema plus
 # other_load_cores (the other processes' load during the run, in cores) and disturbed (1
@@ -25,7 +25,7 @@
 # configuration the median over the R runs of each run's epoch_seconds_median (the
 # median of epochs 2..E), its range, samples/s, the speedup over cnn 1x1 and the ratio to
 # PyTorch's single-thread epoch, then the issue's targets: 1x1 <= 0.2 x PyTorch 1 thread,
-# and >= 1.7x from 1x1 to the best 2-core configuration (1x2 or 2x1). Speedups and the
+# and (on 2 cores) >= 1.7x from 1x1 to the best all-cores configuration (1xC or Cx1). Speedups and the
 # PyTorch ratio are medians over the rounds of the ratio measured within one round (the
 # k-th run of each configuration): this VM's speed drifts by up to 1.5x from one
 # stretch of seconds to the next, which a same-round ratio largely cancels; the verdict
@@ -33,21 +33,24 @@
 # rows.
 # How fast the cores ran: every cnn run prints each worker's conv microseconds per sample
 # (epochs 2..E; the conv touches only that thread's own data, so it times the core, not
-# the sharing). Per round, each 2-core worker's speed is 1x1's conv time over its own;
-# their sum (1x2: pieces move to the faster core) or twice the slower one (2x1: an even
+# the sharing). Per round, each 1xC and Cx1 worker's speed is 1x1's conv time over its own;
+# their sum (1xC: pieces move to the faster core) or C times the slower one (Cx1: an even
 # split waits for the slower rank) bounds the speedup any sharing of the work could
 # have given on those cores in that round, and the table shows the median of the
 # speedup over that bound. The verdict stays the measured speedup. (The tables:
 # scripts/bench_tables.py cnn.)
 #
 # Usage: bench/cnn-bench.sh [--epochs E] [--runs R] [--data DIR] [--train N] [--csv FILE] [--quick]
-#                           [--tries N] [--max-other C] [--idle-wait S]
+#                           [--tries N] [--max-other C] [--idle-wait S] [--grid L] [--cores N]
 #   --epochs E   epochs per run (default 3: the median is over epochs 2..3)
 #   --runs R     repetitions of the set (default 3)
 #   --data DIR   data set (default data/fashion)
 #   --train N    use the first N training samples (default all)
 #   --csv FILE   where the rows go (default results/bench-cnn.csv)
 #   --quick      smoke test: --train 10000, 2 epochs, 1 run
+#   --grid L     the P x T points, e.g. 1x8,2x4,8x1 (default: the pairs of C cores)
+#   --cores N    C = N for the default points, PyTorch's threads and the words
+#                (passive, oversubscription: the real nproc)
 #   --tries N, --max-other C, --idle-wait S   as in bench/mpi-bench.sh: attempts per run while
 #                other load disturbs it (default 1), the other load in cores above which a
 #                run is disturbed (default 0.05), the idle wait before a run when N > 1 (30 s)
@@ -67,6 +70,7 @@ while [ $# -gt 0 ]; do
     --csv)    need_value "$@"; csv=$2; shift 2 ;;
     --quick)  train=10000 epochs=2 runs=1; shift ;;
     --tries|--max-other|--idle-wait) need_value "$@"; bench_load_option "$1" "$2"; shift 2 ;;
+    --grid|--cores) need_value "$@"; sweep_option "$1" "$2"; shift 2 ;;
     -h|--help) bench_usage; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
@@ -74,13 +78,16 @@ done
 for v in epochs runs; do [[ ${!v} =~ ^[1-9][0-9]*$ ]] || die "--$v: not a positive integer: '${!v}'"; done
 [[ $train =~ ^[0-9]+$ ]] || die "--train: not a non-negative integer: '$train'"
 [ "$csv" != none ] || die "--csv none: the table is built from the CSV; give a file"
+sweep_setup full
+read -r -a CONFIGS <<<"$SWEEP_PAIRS"
+C=$SWEEP_CORES TORCH_T=(1); [ "$C" = 1 ] || TORCH_T+=("$C")
 [ -x cnn/cnn ] || die "cnn/cnn is not built (make cnn/cnn; needs mpicc)"
 need_tools mpirun taskset flock
 [ -d "$data" ] || die "$data missing (run: scripts/get-data.sh)"
 torch_version=$("$PY" -c 'import torch; print(torch.__version__)' 2>/dev/null) ||
   die "$PY cannot import torch (apt-get install python3-torch)"
 cores=$(nproc)
-[ "$cores" -ge 2 ] || echo "cnn-bench: only $cores core(s): the 2-core configurations are oversubscribed"
+[ "$cores" -ge "$C" ] || echo "cnn-bench: $C cores assumed on $cores real: the configurations above $cores workers are oversubscribed"
 bench_check_csv "$csv"
 
 common=(--data "$data" --batch 32 --lr 0.01 --epochs "$epochs" --quiet)
@@ -92,9 +99,9 @@ cores_log=$BENCH_TMP/cores.log   # "P T conv-us-per-worker" of every cnn run, in
 
 since=$(utc_now)
 echo "cnn-bench: $data$([ "$train" -eq 0 ] || echo " (first $train)"), batch 32, $epochs epochs x $runs runs," \
-     "$cores cores, torch $torch_version, OMP_WAIT_POLICY ${OMP_WAIT_POLICY:-unset} (passive where ranks x threads > cores);" \
+     "P x T ${CONFIGS[*]}, $C cores$([ "$C" = "$cores" ] || echo " ($cores real)"), torch $torch_version, OMP_WAIT_POLICY ${OMP_WAIT_POLICY:-unset} (passive where ranks x threads > cores);" \
      "rows -> $csv"
-BENCH_TOTAL=$((runs * 6)) BENCH_WIDTH=10 BENCH_CUT=1000 BENCH_CSV=$csv
+BENCH_TOTAL=$((runs * (${#CONFIGS[@]} + ${#TORCH_T[@]}))) BENCH_WIDTH=10 BENCH_CUT=1000 BENCH_CSV=$csv
 cnn_run() {   # P T
   local p=$1 t=$2 env=("${clean[@]}") bind=()
   [ "$t" -gt 1 ] && bind=(--bind-to-none)
@@ -108,16 +115,17 @@ cnn_run() {   # P T
   echo "$p $t ${conv:--}" >>"$cores_log"
 }
 torch_run() {   # T
-  local t=$1 cpus=0
-  [ "$t" -gt 1 ] && cpus=0-$((t - 1))
+  local t=$1 cpus=0 c=$1
+  [ "$c" -le "$cores" ] || c=$cores
+  [ "$c" -gt 1 ] && cpus=0-$((c - 1))
   bench_run "pytorch $t" "${clean[@]}" OMP_NUM_THREADS="$t" OPENBLAS_NUM_THREADS="$t" MKL_NUM_THREADS="$t" \
     taskset -c "$cpus" "$PY" bench/torch_mlp.py --model cnn --threads "$t" "${common[@]}"
 }
 for _ in $(seq 1 "$runs"); do
-  cnn_run 1 1; cnn_run 1 2; cnn_run 2 1; cnn_run 2 2
-  torch_run 1; torch_run 2
+  for pt in "${CONFIGS[@]}"; do cnn_run "${pt%x*}" "${pt#*x}"; done
+  for t in "${TORCH_T[@]}"; do torch_run "$t"; done
 done
 
 echo
 echo "median over $runs run(s) of each run's median epoch time (epochs 2..$epochs)"
-"$PY" scripts/bench_tables.py cnn "$csv" --since "$since" --epochs "$epochs" --train "${train:-0}" --cores-log "$cores_log"
+"$PY" scripts/bench_tables.py cnn "$csv" --since "$since" --epochs "$epochs" --train "${train:-0}" --cores-log "$cores_log" --cores "$C"

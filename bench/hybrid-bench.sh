@@ -2,10 +2,11 @@
 # bench/hybrid-bench.sh — hybrid/hybrid (P ranks x T threads) against serial, side by side.
 #
 # On full Fashion-MNIST (60k) with the default MLP, for each batch (default 64 and 512):
-# serial/serial (pinned to one core with taskset) and hybrid/hybrid with
-# P x T in {1x1, 1x2, 2x1, 2x2} (--sync allreduce), launched by
-# scripts/mpirun.sh --bind-to-none. OMP_WAIT_POLICY: unset (the runtime's default) while
-# P*T <= the cores, passive above (P x T = 2x2 on 2 cores); the table and the CSV column
+# serial/serial (pinned to one core with taskset) and hybrid/hybrid with P x T = the
+# pairs of C cores (bench/lib.sh, docs/sweeps.md: 1x1, every P*T = C point, 1xC and Cx1
+# among them, and the squarest P*T = 2C one; on 2 cores 1x1 1x2 2x1 2x2) or --grid L
+# (--sync allreduce), launched by scripts/mpirun.sh --bind-to-none. OMP_WAIT_POLICY:
+# unset (the runtime's default) while P*T <= the real cores, passive above; the table and the CSV column
 # omp_wait_policy say which. The set is repeated R times, interleaved, and every run holds
 # /tmp/partrain-bench.lock (flock) so no other benchmark overlaps it (bench_run in
 # bench/lib.sh). Every run gives a row: the trainers' schema plus other_load_cores (the
@@ -20,6 +21,10 @@
 #
 # Usage: bench/hybrid-bench.sh [--runs R] [--epochs E] [--batches "64 512"] [--csv FILE]
 #                              [--data DIR] [--train N] [--tries N] [--max-other C] [--idle-wait S]
+#                              [--grid PxT,PxT] [--cores N]
+#   --grid L       the P x T points, e.g. 1x8,2x4,8x1 (default: the pairs of C cores)
+#   --cores N      C = N for the default points and the words (passive, oversubscription:
+#                  the real nproc)
 #   defaults: 3 runs, 4 epochs, batches "64 512", results/bench-hybrid.csv, data/fashion, all samples
 #   --tries N, --max-other C, --idle-wait S   as in bench/mpi-bench.sh: attempts per run while
 #                  other load disturbs it (default 1), the other load in cores above which a
@@ -31,7 +36,6 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 . bench/lib.sh
 
 runs=3 epochs=4 batches="64 512" csv=results/bench-hybrid.csv data=data/fashion train=0
-CONFIGS=(1x1 1x2 2x1 2x2)
 while [ $# -gt 0 ]; do
   case "$1" in
     --runs)    need_value "$@"; runs=$2; shift 2 ;;
@@ -41,6 +45,7 @@ while [ $# -gt 0 ]; do
     --data)    need_value "$@"; data=$2; shift 2 ;;
     --train)   need_value "$@"; train=$2; shift 2 ;;
     --tries|--max-other|--idle-wait) need_value "$@"; bench_load_option "$1" "$2"; shift 2 ;;
+    --grid|--cores) need_value "$@"; sweep_option "$1" "$2"; shift 2 ;;
     -h|--help) bench_usage; exit 0 ;;
     *) die "unknown option '$1' (see --help)" ;;
   esac
@@ -49,6 +54,8 @@ for v in runs epochs; do [[ ${!v} =~ ^[1-9][0-9]*$ ]] || die "--$v: not a positi
 [[ $train =~ ^[0-9]+$ ]] || die "--train: not a non-negative integer: '$train'"
 for b in $batches; do [[ $b =~ ^[1-9][0-9]*$ ]] || die "--batches: not a positive integer: '$b'"; done
 [ "$csv" != none ] || die "--csv none: the table is built from the rows; give a file"
+sweep_setup full
+read -r -a CONFIGS <<<"$SWEEP_PAIRS"
 need_built serial/serial hybrid/hybrid
 need_tools mpirun flock taskset
 [ -d "$data" ] || die "$data missing (run: scripts/get-data.sh)"
@@ -60,10 +67,11 @@ common=(--data "$data" --epochs "$epochs" --quiet)
 bench_tmp
 rows=$BENCH_TMP/rows.csv   # this invocation's rows, appended to the CSV at the end
 BENCH_CSV=$rows BENCH_TOTAL=$(( runs * $(wc -w <<<"$batches") * (1 + ${#CONFIGS[@]}) )) BENCH_WIDTH=16
-echo "hybrid-bench: $data$([ "$train" = 0 ] || echo " (first $train)"), batches $batches, $epochs epochs x $runs runs, $cores cores; rows -> $csv"
+echo "hybrid-bench: $data$([ "$train" = 0 ] || echo " (first $train)"), batches $batches, $epochs epochs x $runs runs, P x T ${CONFIGS[*]}," \
+     "$SWEEP_CORES cores$([ "$SWEEP_CORES" = "$cores" ] || echo " ($cores real)"); rows -> $csv"
 for _ in $(seq 1 "$runs"); do
   for batch in $batches; do
-    bench_run "serial b$batch" taskset -c 1 serial/serial "${common[@]}" --batch "$batch"
+    bench_run "serial b$batch" taskset -c $((cores > 1 ? 1 : 0)) serial/serial "${common[@]}" --batch "$batch"
     for pt in "${CONFIGS[@]}"; do
       p=${pt%x*} t=${pt#*x}
       policy=(); [ $((p * t)) -le "$cores" ] || policy=(OMP_WAIT_POLICY=passive)

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# bench/hybrid-grid.sh — hybrid/hybrid over the grid P x T in {1,2,4} x {1,2,4} at a fixed
-# 60k samples (strong scaling), against serial/serial on one core.
+# bench/hybrid-grid.sh — hybrid/hybrid over a P x T grid fitted to the machine's C cores
+# at a fixed 60k samples (strong scaling), against serial/serial on one core. The grid
+# (bench/lib.sh, docs/sweeps.md): at most 12 points with P*T <= 2C, P and T powers of two
+# (or C): 1x1, 1xC, Cx1, the P*T = C points, the squarest P*T = 2C ones (on 2 cores:
+# 1x1 1x2 1x4 2x1 2x2 4x1); --grid L replaces it, --cores N sets C.
 #
 # Every configuration trains the same global batch (default 512) for E epochs (default 3;
 # epoch = median of epochs 2..E) with --sync allreduce, launched by
@@ -17,12 +20,16 @@
 # results/hybrid-table4.md; both by scripts/bench_tables.py hybrid-grid), and the heat
 # maps PLOTDIR/hybrid-grid.png (--plots, default plots; none: no figure), drawn from
 # the CSV by scripts/plot.sh (plots/hybrid.gp) as `make plots` does; skipped with a note
-# when gnuplot is missing or the CSV is not named hybrid-grid.csv. On this 2-core machine every configuration with more than
-# 2 ranks x threads is oversubscribed, so 2x is the ceiling, not the report's ranges.
+# when gnuplot is missing or the CSV is not named hybrid-grid.csv. Every configuration with
+# more ranks x threads than the cores is oversubscribed, so C x is the ceiling, whatever
+# the report's ranges (written for 4 and 8 cores) say.
 #
 # Usage: bench/hybrid-grid.sh [--batch B] [--epochs E] [--train N] [--data DIR]
 #                             [--csv FILE] [--dat FILE] [--plots DIR|none] [--table MD]
-#                             [--tries N] [--max-other C] [--idle-wait S]
+#                             [--tries N] [--max-other C] [--idle-wait S] [--grid L] [--cores N]
+#   --grid L       the P x T points, e.g. 1x8,2x4,8x1 (default: the grid of C cores)
+#   --cores N      C = N for the default grid and the words (passive, oversubscription:
+#                  the real nproc)
 #   --tries N, --max-other C, --idle-wait S   as in bench/mpi-bench.sh: attempts per run while
 #                  other load disturbs it (default 1), the other load in cores above which a
 #                  run is disturbed (default 0.05), the idle wait before a run when N > 1 (30 s)
@@ -45,6 +52,7 @@ while [ $# -gt 0 ]; do
     --plots)  need_value "$@"; plotdir=$2; shift 2 ;;
     --table)  need_value "$@"; table=$2; shift 2 ;;
     --tries|--max-other|--idle-wait) need_value "$@"; bench_load_option "$1" "$2"; shift 2 ;;
+    --grid|--cores) need_value "$@"; sweep_option "$1" "$2"; shift 2 ;;
     -h|--help) bench_usage; exit 0 ;;
     *) die "unknown option '$1' (see --help)" ;;
   esac
@@ -52,6 +60,8 @@ done
 for v in batch epochs; do [[ ${!v} =~ ^[1-9][0-9]*$ ]] || die "--$v: not a positive integer: '${!v}'"; done
 [[ $train =~ ^[0-9]+$ ]] || die "--train: not a non-negative integer: '$train'"
 [ "$csv" != none ] || die "--csv none: the table is built from the rows; give a file"
+sweep_setup full
+read -r -a GRID <<<"$SWEEP_GRID"
 need_built serial/serial hybrid/hybrid
 need_tools mpirun flock taskset
 [ -d "$data" ] || die "$data missing (run: scripts/get-data.sh)"
@@ -63,21 +73,21 @@ common=(--data "$data" --epochs "$epochs" --batch "$batch" --quiet)
 
 bench_tmp
 rows=$BENCH_TMP/rows.csv   # this invocation's rows, appended to the CSV at the end
-BENCH_CSV=$rows BENCH_TOTAL=10 BENCH_WIDTH=16
-echo "hybrid-grid: $data$([ "$train" = 0 ] || echo " (first $train)"), batch $batch, $epochs epochs, $cores cores; rows -> $csv"
-bench_run "serial" taskset -c 1 serial/serial "${common[@]}"
-for p in 1 2 4; do
-  for t in 1 2 4; do
-    policy=(); [ $((p * t)) -le "$cores" ] || policy=(OMP_WAIT_POLICY=passive)
-    bench_run "hybrid ${p}x$t" env "${policy[@]}" scripts/mpirun.sh --bind-to-none $p hybrid/hybrid "${common[@]}" \
-      --threads $t --sync allreduce
-  done
+BENCH_CSV=$rows BENCH_TOTAL=$((1 + ${#GRID[@]})) BENCH_WIDTH=16
+echo "hybrid-grid: $data$([ "$train" = 0 ] || echo " (first $train)"), batch $batch, $epochs epochs, P x T ${GRID[*]}," \
+     "$SWEEP_CORES cores$([ "$SWEEP_CORES" = "$cores" ] || echo " ($cores real)"); rows -> $csv"
+bench_run "serial" taskset -c $((cores > 1 ? 1 : 0)) serial/serial "${common[@]}"
+for pt in "${GRID[@]}"; do
+  p=${pt%x*} t=${pt#*x}
+  policy=(); [ $((p * t)) -le "$cores" ] || policy=(OMP_WAIT_POLICY=passive)
+  bench_run "hybrid ${p}x$t" env "${policy[@]}" scripts/mpirun.sh --bind-to-none "$p" hybrid/hybrid "${common[@]}" \
+    --threads "$t" --sync allreduce
 done
 bench_append "$rows" "$csv"   # all rows at once: an interrupted run leaves the CSV as it was
 
 # the points (P T epoch_s speedup policy) and seed report 001's Table 4, from this run's rows
 "$PY" scripts/bench_tables.py hybrid-grid "$rows" --dat "$dat" --table "$table" --data "$data" --batch "$batch" \
-  --epochs "$epochs" --cores "$cores"
+  --epochs "$epochs" --cores "$SWEEP_CORES"
 
 if [ "$plotdir" = none ]; then
   :

@@ -30,6 +30,10 @@
 #   bench_tmp         BENCH_TMP, a temporary directory removed on exit (the EXIT trap)
 #   bench_at_exit CMD CMD run on exit too (scripts set no EXIT trap of their own)
 #   utc_now           the time in the CSVs' timestamp format
+#   sweep_option OPT VALUE, sweep_setup MODE, machine_cores, sweep_list MAX [quick],
+#   grid_list C CAP [pairs]   the thread, rank and P x T lists of every sweep, derived
+#                     from the machine's cores in one place (see "the sweep lists" below;
+#                     docs/sweeps.md)
 # A machine that does not get quiet never stops a benchmark: it prints once
 #   bench: the machine is busy (N% of a core of outside load); measuring anyway, rows marked disturbed
 # and every row measured while other load exceeded --max-other has disturbed=1.
@@ -324,3 +328,133 @@ append_rows() {
     mv -f "$BENCH_PENDING" "$2" || return 1
   BENCH_PENDING=""
 }
+
+# ---------------------------------------------------------------- the sweep lists
+# Every sweep's lists come from here, so a 2-core laptop and a 128-core node get sweeps
+# that fit them. C, the cores of one node: --cores N, else $PARTRAIN_CORES, else under
+# Slurm (SLURM_JOB_ID set) $SLURM_CPUS_ON_NODE, else nproc. Ranks may span nodes: R, the
+# slots, is $SLURM_NTASKS under Slurm, else the sum of slots=N of --hostfile FILE
+# ($PARTRAIN_HOSTFILE; OpenMPI's "host slots=N" lines, a line without slots= counts 1),
+# else C. --cores changes the lists and the words only: what runs oversubscribed
+# (OMP_WAIT_POLICY=passive, mpirun --oversubscribe) is still decided by the real nproc.
+#   threads  sweep_list C    powers of two below C, C, and 2C (one oversubscribed point)
+#   ranks    sweep_list R    the same up to R
+#   grid     grid_list C 12  P x T points with P*T <= 2C, P and T powers of two (or C, 2C),
+#            at most 12, chosen in this order (a point and its mirror together): 1x1,
+#            1xC and Cx1, the points with P*T = C, the points with P*T = 2C (each class
+#            the squarest first), then the rest, squarest first
+#   pairs    grid_list C 12 pairs   hybrid-bench's: 1x1, every P*T = C point, the squarest
+#            P*T = 2C point (and its mirror)
+# --quick and --smoke (sweep_setup quick|smoke) cap every list: threads and ranks at most
+# 4 points (1, the largest point below the maximum, the maximum, twice it), the grid and
+# the pairs at most 6 points; --smoke keeps the whole threads list (threads cost no
+# start-up; ranks do). --threads-list L, --ranks-list L, --grid L replace a list.
+SWEEP_CORES_OPT="" SWEEP_HOSTFILE="" SWEEP_THREADS_OPT="" SWEEP_RANKS_OPT="" SWEEP_GRID_OPT=""
+SWEEP_CORES="" SWEEP_SLOTS="" SWEEP_NODES="" SWEEP_SOURCE=""
+SWEEP_THREADS="" SWEEP_RANKS="" SWEEP_GRID="" SWEEP_PAIRS=""
+# sweep_option OPT VALUE: OPT one of --cores, --hostfile, --threads-list, --ranks-list,
+# --grid, checked at once (die: one line, exit 2); status 1 for any other OPT
+sweep_option() {
+  case $1 in
+    --cores) [[ $2 =~ ^[1-9][0-9]{0,5}$ ]] || die "--cores: not a positive integer: '$2'"; SWEEP_CORES_OPT=$2 ;;
+    --hostfile) [ -f "$2" ] && [ -r "$2" ] || die "--hostfile: cannot read '$2'"; SWEEP_HOSTFILE=$2 ;;
+    --threads-list|--ranks-list)
+      [[ $2 =~ ^[1-9][0-9]{0,5}(,[1-9][0-9]{0,5})*$ ]] || die "$1: expected positive integers like 1,2,8: '$2'"
+      if [ "$1" = --threads-list ]; then SWEEP_THREADS_OPT=${2//,/ }; else SWEEP_RANKS_OPT=${2//,/ }; fi ;;
+    --grid) [[ $2 =~ ^[1-9][0-9]{0,5}x[1-9][0-9]{0,5}(,[1-9][0-9]{0,5}x[1-9][0-9]{0,5})*$ ]] ||
+              die "--grid: expected PxT pairs of positive integers like 1x8,2x4,8x1: '$2'"
+            SWEEP_GRID_OPT=${2//,/ } ;;
+    *) return 1 ;;
+  esac
+}
+# hostfile_slots FILE: "SLOTS HOSTS" of an OpenMPI hostfile (comments and blank lines
+# skipped); die when a line's slots= is not a positive integer or no host is named
+hostfile_slots() {
+  local out
+  out=$(awk '{ sub(/#.*/, "") } NF == 0 { next }
+    { n = 1; for (i = 2; i <= NF; i++) if ($i ~ /^(slots|max_slots|max-slots)=/ && $i !~ /^max/) {
+        n = substr($i, index($i, "=") + 1); if (n !~ /^[1-9][0-9]*$/) { bad = NR; exit } }
+      s += n; h++ }
+    END { if (bad) print "bad " bad; else if (h) print s, h; else print "none" }' "$1") || die "--hostfile: cannot read '$1'"
+  case $out in
+    bad*) die "--hostfile: $1 line ${out#bad }: slots= must be a positive integer" ;;
+    none) die "--hostfile: $1 names no host" ;;
+  esac
+  echo "$out"
+}
+# machine_cores: C as derived above (the real core count is nproc, always)
+machine_cores() {
+  if [ -n "$SWEEP_CORES_OPT" ]; then echo "$SWEEP_CORES_OPT"
+  elif [ -n "${PARTRAIN_CORES:-}" ]; then
+    [[ $PARTRAIN_CORES =~ ^[1-9][0-9]{0,5}$ ]] || die "PARTRAIN_CORES: not a positive integer: '$PARTRAIN_CORES'"
+    echo "$PARTRAIN_CORES"
+  elif [ -n "${SLURM_JOB_ID:-}" ] && [[ ${SLURM_CPUS_ON_NODE:-} =~ ^[1-9][0-9]*$ ]]; then echo "$SLURM_CPUS_ON_NODE"
+  else nproc
+  fi
+}
+# sweep_list MAX [quick]: "1 2 4 ... MAX 2MAX" (see above)
+sweep_list() {
+  local max=$1 p=1 out=()
+  while [ $p -lt "$max" ]; do out+=("$p"); p=$((p * 2)); done
+  out+=("$max" $((2 * max)))
+  if [ "${2:-}" = quick ] && [ ${#out[@]} -gt 4 ]; then out=(1 "${out[-3]}" "$max" $((2 * max))); fi
+  echo "${out[*]}"
+}
+# grid_list C CAP [pairs]: the grid (or hybrid-bench's pairs) as "PxT ..." sorted by P, T
+grid_list() {
+  awk -v c="$1" 'BEGIN {
+      for (p = 1; p <= 2 * c; p *= 2) seen[p] = 1
+      seen[c] = 1; seen[2 * c] = 1
+      for (p in seen) for (t in seen) {
+        p += 0; t += 0
+        if (p * t > 2 * c) continue
+        cls = (p == 1 && t == 1) ? 0 : ((p == 1 && t == c) || (p == c && t == 1)) ? 1 : \
+              (p * t == c) ? 2 : (p * t == 2 * c) ? 3 : 4
+        printf "%d %.6f %d %d %d\n", cls, (p > t ? p / t : t / p), -p * t, p, t
+      } }' | sort -k1,1n -k2,2g -k3,3n -k4,4n |
+  awk -v cap="$2" -v kind="${3:-grid}" '
+    { k = $1 " " ($4 < $5 ? $4 "x" $5 : $5 "x" $4)
+      if (!(k in size)) { order[++n] = k; cls[k] = $1 }
+      pts[k] = pts[k] " " $4 "x" $5; size[k]++ }
+    END { for (i = 1; i <= n; i++) {
+            k = order[i]
+            if (kind == "pairs" && (cls[k] == 4 || (cls[k] == 3 && took3))) continue
+            if (taken + size[k] > cap) continue
+            taken += size[k]; if (cls[k] == 3) took3 = 1
+            m = split(pts[k], a, " "); for (j = 1; j <= m; j++) print a[j] } }' |
+  sort -t x -k1,1n -k2,2n | paste -sd' '
+}
+# sweep_setup [full|quick|smoke]: C, R and the nodes (SWEEP_CORES, SWEEP_SLOTS,
+# SWEEP_NODES; SWEEP_SOURCE says where C came from) and the lists SWEEP_THREADS,
+# SWEEP_RANKS, SWEEP_GRID, SWEEP_PAIRS (space-separated; options replace them)
+sweep_setup() {
+  local mode=${1:-full} cap=() gcap=12 hf=${SWEEP_HOSTFILE:-${PARTRAIN_HOSTFILE:-}} s h
+  SWEEP_CORES=$(machine_cores)
+  if [ -n "$SWEEP_CORES_OPT" ]; then SWEEP_SOURCE="--cores"
+  elif [ -n "${PARTRAIN_CORES:-}" ]; then SWEEP_SOURCE=PARTRAIN_CORES
+  elif [ -n "${SLURM_JOB_ID:-}" ] && [[ ${SLURM_CPUS_ON_NODE:-} =~ ^[1-9][0-9]*$ ]]; then SWEEP_SOURCE=SLURM_CPUS_ON_NODE
+  else SWEEP_SOURCE=nproc
+  fi
+  SWEEP_SLOTS=$SWEEP_CORES SWEEP_NODES=1
+  if [ -n "${SLURM_JOB_ID:-}" ] && [[ ${SLURM_NTASKS:-} =~ ^[1-9][0-9]*$ ]]; then
+    SWEEP_SLOTS=$SLURM_NTASKS
+    SWEEP_NODES=${SLURM_JOB_NUM_NODES:-${SLURM_NNODES:-1}}
+    [[ $SWEEP_NODES =~ ^[1-9][0-9]*$ ]] || SWEEP_NODES=1
+  elif [ -n "$hf" ]; then
+    [ -f "$hf" ] && [ -r "$hf" ] || die "--hostfile: cannot read '$hf'"
+    s=$(hostfile_slots "$hf") || exit 2   # its die: the line is on stderr already
+    read -r s h <<<"$s"
+    SWEEP_SLOTS=$s SWEEP_NODES=$h
+  fi
+  [ "$mode" = full ] || { cap=(quick); gcap=6; }
+  if [ "$mode" = smoke ]; then SWEEP_THREADS=$(sweep_list "$SWEEP_CORES"); else SWEEP_THREADS=$(sweep_list "$SWEEP_CORES" "${cap[@]}"); fi
+  SWEEP_RANKS=$(sweep_list "$SWEEP_SLOTS" "${cap[@]}")
+  SWEEP_GRID=$(grid_list "$SWEEP_CORES" $gcap)
+  SWEEP_PAIRS=$(grid_list "$SWEEP_CORES" $gcap pairs)
+  [ -z "$SWEEP_THREADS_OPT" ] || SWEEP_THREADS=$SWEEP_THREADS_OPT
+  [ -z "$SWEEP_RANKS_OPT" ] || SWEEP_RANKS=$SWEEP_RANKS_OPT
+  [ -z "$SWEEP_GRID_OPT" ] || SWEEP_GRID=$SWEEP_GRID_OPT SWEEP_PAIRS=$SWEEP_GRID_OPT
+}
+# commas LIST: "1 2 4" -> "1,2,4"; words LIST: "1 2 4" -> "1, 2, 4"
+commas() { local a; read -r -a a <<<"$1"; local IFS=,; echo "${a[*]}"; }
+words() { commas "$1" | sed 's/,/, /g'; }

@@ -2,9 +2,10 @@
 # bench/mpi-bench.sh — the data-parallel MPI trainer against serial, side by side.
 #
 # On full Fashion-MNIST (60k) with the default MLP, for each batch (default 64 and 512):
-# serial/serial (pinned to one core) and mpi/mpi with P = 1 and P = 2 ranks for each
-# --sync variant mpi/mpi --list-variants names, launched by scripts/mpirun.sh (P <= 2:
-# each rank bound to its own core). The whole set is repeated R times, interleaved, so
+# serial/serial (pinned to one core) and mpi/mpi with P = 1 and P = C ranks (C: the
+# cores, nproc or --cores N; bench/lib.sh, docs/sweeps.md) for each --sync variant
+# mpi/mpi --list-variants names, launched by scripts/mpirun.sh (P <= 2: each rank bound
+# to its own core; P above the real cores: oversubscribed). The whole set is repeated R times, interleaved, so
 # slow drifts of the machine hit every configuration alike, and every run holds
 # /tmp/partrain-bench.lock (flock) so no other benchmark overlaps it. Every run appends a
 # row to the CSV: the trainers' schema plus other_load_cores (the other processes' load
@@ -25,7 +26,7 @@
 # No OpenMP anywhere: OMP_WAIT_POLICY is irrelevant and left unset.
 #
 # Usage: bench/mpi-bench.sh [--runs R] [--epochs E] [--batches "64 512"] [--csv FILE]
-#                           [--data DIR] [--train N] [--quick]
+#                           [--data DIR] [--train N] [--quick] [--ranks-list L] [--cores N]
 #                           [--tries N] [--max-other C] [--idle-wait S]
 #   --runs R       repetitions of the set (default 3)
 #   --epochs E     epochs per run (default 5: the median is over epochs 2..5)
@@ -34,6 +35,9 @@
 #   --data DIR     data set (default data/fashion)
 #   --train N      use the first N training samples (default all)
 #   --quick        smoke test: --train 10000, 3 epochs, 1 run
+#   --ranks-list L the rank counts, e.g. 1,4 (default 1 and C)
+#   --cores N      C = N for the default list and the words (what is oversubscribed
+#                  still follows the real nproc)
 #   --tries N      attempts per run while other load disturbs it (default 1: measure once)
 #   --max-other C  other load tolerated during a run, in cores (default 0.05): above it
 #                  the run is repeated or, on its last try, marked disturbed
@@ -54,6 +58,7 @@ while [ $# -gt 0 ]; do
     --data)    need_value "$@"; data=$2; shift 2 ;;
     --train)   need_value "$@"; train=$2; shift 2 ;;
     --quick)   train=10000 epochs=3 runs=1; shift ;;
+    --ranks-list|--cores) need_value "$@"; sweep_option "$1" "$2"; shift 2 ;;
     --tries|--max-other|--idle-wait) need_value "$@"; bench_load_option "$1" "$2"; shift 2 ;;
     -h|--help) bench_usage; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
@@ -63,6 +68,8 @@ for v in runs epochs train; do [[ ${!v} =~ ^[0-9]+$ ]] || die "--$v: not a non-n
 for b in $batches; do [[ $b =~ ^[1-9][0-9]*$ ]] || die "--batches: not a positive integer: '$b'"; done
 [ "$epochs" -ge 2 ] && [ "$runs" -ge 1 ] || die "--epochs must be >= 2 and --runs >= 1"
 [ "$csv" != none ] || die "--csv none: the table is built from the CSV; give a file"
+sweep_setup full
+ranks=${SWEEP_RANKS_OPT:-1 $SWEEP_CORES}; [ "$ranks" != "1 1" ] || ranks=1
 
 need_tools mpirun flock taskset
 need_built serial/serial mpi/mpi
@@ -75,13 +82,13 @@ common=(--data "$data" --epochs "$epochs" --quiet)
 serial=(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 taskset -c 0 serial/serial)
 since=$(utc_now)
 nb=$(wc -w <<<"$batches")
-BENCH_TOTAL=$(( runs * nb * (1 + 2 * ${#VARIANTS[@]}) )) BENCH_CSV=$csv
+BENCH_TOTAL=$(( runs * nb * (1 + $(wc -w <<<"$ranks") * ${#VARIANTS[@]}) )) BENCH_CSV=$csv
 echo "mpi-bench: $data$([ "$train" -eq 0 ] || echo " (first $train)"), batches $batches, $epochs epochs x $runs runs," \
-     "$(nproc) cores; rows -> $csv"
+     "ranks ${ranks// /, }, $SWEEP_CORES cores$([ "$SWEEP_CORES" = "$(nproc)" ] || echo " ($(nproc) real)"); rows -> $csv"
 for r in $(seq 1 "$runs"); do
   for b in $batches; do
     bench_run "serial b$b" "${serial[@]}" --batch "$b" "${common[@]}"
-    for p in 1 2; do
+    for p in $ranks; do
       for s in "${VARIANTS[@]}"; do
         # shellcheck disable=SC2086  # the variant's flags, e.g. "--sync allreduce"
         bench_run "mpi $s P=$p b$b" scripts/mpirun.sh $p mpi/mpi ${VARIANT_FLAGS[$s]} --batch "$b" "${common[@]}"

@@ -36,13 +36,17 @@
 # includes disturbed rows. The tables: scripts/bench_tables.py openmp.
 #
 # Usage: bench/openmp-bench.sh [--epochs E] [--runs R] [--batches B,B] [--threads T,T]
-#                              [--csv FILE] [--data DIR] [--train N] [--no-torch] [--quick]
+#                              [--cores N] [--csv FILE] [--data DIR] [--train N] [--no-torch] [--quick]
 #                              [--tries N] [--max-other C] [--idle-wait S]
 #                              [--report-only [--since ISO]]
 #   --epochs E     epochs per run (default 4: the median is over epochs 2..4)
 #   --runs R       repetitions of the whole set (default 3)
 #   --batches L    mini-batch sizes (default 64,512)
-#   --threads L    thread counts for openmp and PyTorch (default 1,2)
+#   --threads L    thread counts for openmp and PyTorch (default 1 and C, the cores:
+#                  nproc, or --cores N / PARTRAIN_CORES; bench/lib.sh, docs/sweeps.md);
+#                  --threads-list L is the same option
+#   --cores N      C = N for the default list and the words; runs above the real nproc
+#                  still get OMP_WAIT_POLICY=passive and share the real cores
 #   --csv FILE     where the rows go (default results/bench-openmp.csv)
 #   --data DIR     data set (default data/fashion)
 #   --train N      use the first N training samples (default all)
@@ -62,14 +66,15 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 . bench/lib.sh
 
-epochs=4 runs=3 batches=64,512 threads=1,2 csv=results/bench-openmp.csv data=data/fashion train=0 torch=1
+epochs=4 runs=3 batches=64,512 threads="" csv=results/bench-openmp.csv data=data/fashion train=0 torch=1
 report_only=0 since='' BENCH_TRIES=3
 while [ $# -gt 0 ]; do
   case "$1" in
     --epochs)  need_value "$@"; epochs=$2; shift 2 ;;
     --runs)    need_value "$@"; runs=$2; shift 2 ;;
     --batches) need_value "$@"; batches=$2; shift 2 ;;
-    --threads) need_value "$@"; threads=$2; shift 2 ;;
+    --threads|--threads-list) need_value "$@"; sweep_option --threads-list "$2"; threads=$2; shift 2 ;;
+    --cores)   need_value "$@"; sweep_option "$1" "$2"; shift 2 ;;
     --csv)     need_value "$@"; csv=$2; shift 2 ;;
     --data)    need_value "$@"; data=$2; shift 2 ;;
     --train)   need_value "$@"; train=$2; shift 2 ;;
@@ -87,7 +92,8 @@ for v in epochs runs train; do
 done
 [ "$epochs" -ge 1 ] && [ "$runs" -ge 1 ] || die "--epochs and --runs must be >= 1"
 [[ $batches =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || die "--batches: expected a list like 64,512: '$batches'"
-[[ $threads =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || die "--threads: expected a list like 1,2: '$threads'"
+sweep_setup full
+if [ -z "$threads" ]; then threads=1; [ "$SWEEP_CORES" = 1 ] || threads=1,$SWEEP_CORES; fi
 [ "$csv" != none ] || die "--csv none: the table is built from the CSV; give a file"
 IFS=, read -r -a batch_list <<<"$batches"
 IFS=, read -r -a thread_list <<<"$threads"
@@ -129,7 +135,7 @@ common=(--data "$data" --epochs "$epochs" --quiet)
 per_set=$(( 1 + ${#VARIANTS[@]} * ${#thread_list[@]} + torch * ${#thread_list[@]} ))
 total=$(( runs * ${#batch_list[@]} * per_set ))
 echo "openmp-bench: $data$([ "$train" -eq 0 ] || echo " (first $train samples)"), batches ${batches}, threads ${threads}, $epochs epochs x $runs runs," \
-     "$cores cores, torch $torch_version; rows -> $csv"
+     "$SWEEP_CORES cores$([ "$SWEEP_CORES" = "$cores" ] || echo " ($cores real)"), torch $torch_version; rows -> $csv"
 BENCH_TOTAL=$total BENCH_CSV=$csv
 for r in $(seq 1 "$runs"); do
   for b in "${batch_list[@]}"; do

@@ -4,14 +4,14 @@
 #
 # Driven by scripts/plot.sh (plot_imagesize), which extracts the points from run_all.sh's
 # image-size sweep (results/imagesize.csv) with scripts/imagesize.py:
-#   gnuplot -e "index='results/imagesize-index.dat'; out='plots/imagesize.png'; cores=2; \
+#   gnuplot -e "index='results/imagesize-index.dat'; out='plots/imagesize.png'; cores=C; \
 #               subtitle='fashion, 10000 training samples, ...'" plots/imagesize.gp
 # index: one line per program configuration, "FILE<TAB>TITLE"; each FILE has whitespace
 #        columns inputs side epoch_s speedup_vs_serial gflops.
 
 if (!exists("index")) index = 'results/imagesize-index.dat'
 if (!exists("out")) out = 'plots/imagesize.png'
-if (!exists("cores")) cores = 2
+if (!exists("cores")) cores = int(system("nproc"))   # scripts/plot.sh passes the run's (machine.json)
 if (!exists("subtitle")) subtitle = ''
 
 n = int(system(sprintf("grep -c . '%s' 2>/dev/null || true", index)))

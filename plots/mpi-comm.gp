@@ -3,12 +3,13 @@
 # sweep. For overlap this is the communication left exposed.
 #
 # Driven by scripts/plot.sh with the same index files as plots/mpi-scaling.gp:
-#   gnuplot -e "strong_index='...'; weak_index='...'; out='plots/mpi-comm.png'; cores=2" plots/mpi-comm.gp
+#   gnuplot -e "strong_index='...'; weak_index='...'; out='plots/mpi-comm.png'; cores=C" plots/mpi-comm.gp
 
 if (!exists("strong_index")) strong_index = 'results/mpi-strong-index.dat'
 if (!exists("weak_index")) weak_index = 'results/mpi-weak-index.dat'
 if (!exists("out")) out = 'plots/mpi-comm.png'
-if (!exists("cores")) cores = 2
+if (!exists("nodes")) nodes = 1
+if (!exists("cores")) cores = int(system("nproc"))   # scripts/plot.sh passes the run's (machine.json)
 if (!exists("strong_title")) strong_title = ''
 if (!exists("weak_title")) weak_title = ''
 

@@ -4,7 +4,7 @@
 # Driven by scripts/plot.sh, which extracts the points from the sweep CSVs
 # (scripts/mpi_scaling.py; bench/mpi-sweep.sh writes them):
 #   gnuplot -e "strong_index='results/mpi-strong-index.dat'; weak_index='results/mpi-weak-index.dat'; \
-#               out='plots/mpi-scaling.png'; serial=0.56; cores=2; strong_title='...'; weak_title='...'" plots/mpi-scaling.gp
+#               out='plots/mpi-scaling.png'; serial=0.56; cores=C; nodes=N; strong_title='...'; weak_title='...'" plots/mpi-scaling.gp
 # Each index has one line per variant, "FILE<TAB>VARIANT"; strong files have columns
 # P epoch_s speedup comm_s comm_pct, weak files P epoch_s efficiency comm_s comm_pct train_n.
 # An empty index leaves its two panels with a "no data" label.
@@ -13,7 +13,8 @@ if (!exists("strong_index")) strong_index = 'results/mpi-strong-index.dat'
 if (!exists("weak_index")) weak_index = 'results/mpi-weak-index.dat'
 if (!exists("out")) out = 'plots/mpi-scaling.png'
 if (!exists("serial")) serial = NaN
-if (!exists("cores")) cores = 2
+if (!exists("nodes")) nodes = 1
+if (!exists("cores")) cores = int(system("nproc"))   # scripts/plot.sh passes the run's (machine.json)
 if (!exists("strong_title")) strong_title = ''
 if (!exists("weak_title")) weak_title = ''
 
@@ -28,7 +29,7 @@ if (strstrt(GPVAL_TERMINALS, "pngcairo") > 0) {
     set terminal png size 1500,1100 font "Sans,11" linewidth 2
 }
 set output out
-set multiplot layout 2,2 title sprintf("mpi/mpi scaling on %d cores (P > %d: oversubscribed, ranks share cores)", cores, cores) noenhanced
+set multiplot layout 2,2 title sprintf("mpi/mpi scaling on %d cores%s (P > %d: oversubscribed, ranks share cores)", cores, (nodes > 1 ? sprintf(" of %d nodes", nodes) : ""), cores) noenhanced
 set grid lc rgb "#c8c8c8"
 set logscale x 2
 set xlabel "MPI ranks P"

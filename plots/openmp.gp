@@ -3,7 +3,7 @@
 #
 # Driven by scripts/plot.sh (plot_openmp), which extracts the points from the sweep CSV
 # (run_all.sh's openmp sweep, results/openmp.csv) with scripts/openmp_sweep.py:
-#   gnuplot -e "index='results/openmp-index.dat'; out='plots/openmp-threads.png'; serial=0.57; cores=2; \
+#   gnuplot -e "index='results/openmp-index.dat'; out='plots/openmp-threads.png'; serial=0.57; cores=C; \
 #               subtitle='fashion, 60000 samples, batch 64'" plots/openmp.gp
 # index: one line per mode, "FILE<TAB>MODE"; each FILE has whitespace columns
 #        threads epoch_s speedup_vs_serial sync_s omp_wait_policy.
@@ -13,7 +13,7 @@
 if (!exists("index")) index = 'results/openmp-index.dat'
 if (!exists("out")) out = 'plots/openmp-threads.png'
 if (!exists("serial")) serial = NaN
-if (!exists("cores")) cores = 2
+if (!exists("cores")) cores = int(system("nproc"))   # scripts/plot.sh passes the run's (machine.json)
 if (!exists("subtitle")) subtitle = ''
 
 n = int(system(sprintf("grep -c . '%s' 2>/dev/null || true", index)))

@@ -45,7 +45,7 @@ def rows_since(path, since, epochs, train):
 
 # ---------------------------------------------------------------- openmp-bench
 
-OPENMP_TARGET = {64: 1.6, 512: 1.85}   # best mode at T = 2 over serial, per batch
+OPENMP_TARGET = {64: 1.6, 512: 1.85}   # best mode at T = 2 over serial, per batch (checked at T = 2 only)
 OPENMP_TORCH_TARGET = 2.5              # times faster than PyTorch's best
 
 
@@ -85,6 +85,7 @@ def openmp_batch(b, rs):
     print(hdr)
     print("-" * len(hdr))
     best = None
+    tmax = max((k[2] for k in groups if k[0] == "openmp"), default=0)   # the cores (1 and C are run)
     for key in sorted(groups, key=lambda k: (k[0] != "serial", k[0] == "pytorch", k[2], k[1])):
         v = groups[key]
         e = med(float(r["epoch_seconds_median"]) for _, r in v)
@@ -96,18 +97,18 @@ def openmp_batch(b, rs):
         vts = f"{med(vt):.2f}x" if vt else "-"
         print(f"{key[0]:8s} {key[1][:15]:15s} {key[2]:2d} {partrain.runs_cell([r for _, r in v]):>4s} {e:8.3f} "
               f"{sy:7.3f} {pol:>8s} {sps:>9s} {vts:>8s}")
-        if key[0] == "openmp" and key[2] == 2 and sp and (best is None or med(sp) > best[1]):
+        if key[0] == "openmp" and key[2] == tmax and sp and (best is None or med(sp) > best[1]):
             best = (key[1], med(sp), med(vt) if vt else None, sp)
     print_note(rs)
     if best:
-        tgt = OPENMP_TARGET.get(b)
-        line = (f"best mode at T=2, batch {b}: {best[0]}, {best[1]:.2f}x serial (rounds: "
+        tgt = OPENMP_TARGET.get(b) if tmax == 2 else None
+        line = (f"best mode at T={tmax}, batch {b}: {best[0]}, {best[1]:.2f}x serial (rounds: "
                 + " ".join(f"{x:.2f}" for x in best[3]) + ")")
         if tgt:
             line += f"; target >= {tgt}: {'met' if best[1] >= tgt else 'NOT met'}"
         if best[2] is not None:
-            line += (f"; {best[2]:.2f}x faster than PyTorch's best (target >= {OPENMP_TORCH_TARGET}: "
-                     f"{'met' if best[2] >= OPENMP_TORCH_TARGET else 'NOT met'})")
+            line += (f"; {best[2]:.2f}x faster than PyTorch's best" + (f" (target >= {OPENMP_TORCH_TARGET}: "
+                     f"{'met' if best[2] >= OPENMP_TORCH_TARGET else 'NOT met'})" if tmax == 2 else ""))
         print(line)
 
 
@@ -124,11 +125,12 @@ def cmd_openmp(a):
 
 # ---------------------------------------------------------------- mpi-bench
 
-MPI_TARGET = (512, 1.7)   # best variant at P = 2, batch 512: at least 1.7x serial
+MPI_TARGET = (512, 1.7)   # best variant at P = 2, batch 512: at least 1.7x serial (checked at P = 2 only)
 
 
 def mpi_batch(batch, groups):
-    """one batch's table; returns [(speedup, variant, comm)] of the P = 2 mpi rows"""
+    """one batch's table; returns the largest P of the mpi rows (the cores: mpi-bench runs 1
+    and C) and [(speedup, variant, comm)] of its rows"""
     ser = next((v for k, v in groups.items() if k[:2] == (batch, "serial")), None)
     t_ser = med(t for t, _, _, _ in ser) if ser else None
     b_ser = min(b for _, _, b, _ in ser) if ser else None
@@ -136,6 +138,7 @@ def mpi_batch(batch, groups):
     print(f"  {'program':<8} {'variant':<13} {'P':>2} {'runs':>4} {'epoch s':>8} {'comm s':>8} {'comm %':>7} {'speedup':>8}"
           f" {'fastest s':>10} {'speedup':>8}")
     best, rows = [], []
+    pmax = max((k[3] for k in groups if k[0] == batch and k[1] == "mpi"), default=0)
     for key in sorted(groups, key=lambda k: (k[1] != "serial", k[3], k[2])):
         if key[0] != batch:
             continue
@@ -148,16 +151,16 @@ def mpi_batch(batch, groups):
         spb = b_ser / b if b_ser else float("nan")
         print(f"  {key[1]:<8} {key[2]:<13} {key[3]:>2} {partrain.runs_cell([r for *_, r in v]):>4} {t:8.3f} {c:8.4f} "
               f"{100 * c / t:6.1f}% {sp:7.2f}x {b:10.3f} {spb:7.2f}x")
-        if key[1] == "mpi" and key[3] == 2:
+        if key[1] == "mpi" and key[3] == pmax:
             best.append((sp, key[2], c))
     note = partrain.disturbed_note(rows)
     if note:
         print("  " + note)
     d = {name: c for _, name, c in best}
     if "overlap" in d and "allreduce" in d:
-        print(f"  exposed communication per epoch at P = 2: overlap {d['overlap']:.4f} s vs allreduce "
+        print(f"  exposed communication per epoch at P = {pmax}: overlap {d['overlap']:.4f} s vs allreduce "
               f"{d['allreduce']:.4f} s (overlap hides {d['allreduce'] - d['overlap']:+.4f} s)")
-    return best
+    return pmax, best
 
 
 def cmd_mpi(a):
@@ -169,11 +172,11 @@ def cmd_mpi(a):
                                            min(epochs_2_on), r))
     best = {}
     for batch in sorted({k[0] for k in groups}):
-        b = mpi_batch(batch, groups)
+        pmax, b = mpi_batch(batch, groups)
         if b:
             best[batch] = b
     batch, target = MPI_TARGET
-    if batch in best:
+    if batch in best and pmax == 2:
         sp, name, _ = max(best[batch])
         print(f"\ntarget: best variant at P = 2, batch {batch} >= {target:.2f}x serial: {name} {sp:.2f}x -> "
               f"{'MET' if sp >= target else 'NOT MET'}")
@@ -183,8 +186,12 @@ def cmd_mpi(a):
 # ---------------------------------------------------------------- cnn-bench
 
 CNN_TORCH_TARGET = 0.2   # cnn 1x1's epoch / PyTorch 1 thread's, at most
-CNN_TWO_CORES = 1.7      # speedup from 1x1 to the best 2-core configuration, at least
-CNN_ORDER = [("cnn", 1, 1), ("cnn", 1, 2), ("cnn", 2, 1), ("cnn", 2, 2), ("pytorch", 1, 1), ("pytorch", 1, 2)]
+CNN_TWO_CORES = 1.7      # speedup from 1x1 to the best 2-core configuration, at least (checked on 2 cores)
+
+
+def cnn_order(groups):
+    """the configurations present: cnn by (P, T), then pytorch by threads"""
+    return sorted(groups, key=lambda k: (k[0] != "cnn", k[1], k[2]))
 
 
 class CnnRuns:
@@ -210,9 +217,7 @@ def cnn_table(g):
     base, torch1 = g.med(("cnn", 1, 1)), g.med(("pytorch", 1, 1))
     print(f"{'program':<8} {'P x T':>5} {'OMP_WAIT_POLICY':>15} {'runs':>4} {'epoch s':>8} {'(min..max)':>15} "
           f"{'samples/s':>10} {'comm s':>7} {'speedup':>8} {'/ torch 1T':>10}")
-    for key in CNN_ORDER:
-        if key not in g.groups:
-            continue
+    for key in cnn_order(g.groups):
         rows = g.groups[key]
         e = g.med(key)
         lo = min(float(r["epoch_seconds_median"]) for r in rows)
@@ -227,22 +232,22 @@ def cnn_table(g):
               f"{g.med(key, 'samples_per_second'):10.0f} {g.med(key, 'comm_seconds'):7.3f} {sp:>8} {ratio:>10}")
     print("(speedup: cnn rows over cnn 1x1, pytorch rows over pytorch 1 thread, each the median of the same-round")
     print(" ratios; P x T for pytorch = 1 x threads)")
-    print_note([r for key in CNN_ORDER for r in g.groups.get(key, [])])
+    print_note([r for key in cnn_order(g.groups) for r in g.groups[key]])
 
 
 def fmt_rounds(rs):
     return " ".join(f"{x:.2f}" for x in rs)
 
 
-def cnn_targets(g):
+def cnn_targets(g, cores):
     base, torch1 = g.med(("cnn", 1, 1)), g.med(("pytorch", 1, 1))
     if base and torch1:
         r = g.round_med(("cnn", 1, 1), ("pytorch", 1, 1))
         print(f"target 1x1 <= {CNN_TORCH_TARGET} x PyTorch 1-thread epoch: {r:.3f} (rounds: "
               f"{fmt_rounds(g.rounds(('cnn', 1, 1), ('pytorch', 1, 1)))})"
               f" -> {'MET' if r <= CNN_TORCH_TARGET else 'MISSED'}")
-    two = [(g.round_med(("cnn", 1, 1), k), k) for k in (("cnn", 1, 2), ("cnn", 2, 1)) if k in g.groups and base]
-    if two:
+    two = [(g.round_med(("cnn", 1, 1), k), k) for k in (("cnn", 1, cores), ("cnn", cores, 1)) if k in g.groups and base]
+    if two and cores == 2:
         s, k = max(two)
         detail = "; ".join(f"{c[1]}x{c[2]} {v:.2f}x, rounds: {fmt_rounds(g.rounds(('cnn', 1, 1), c))}, ratio of the "
                            f"medians {base / g.med(c):.2f}x" for v, c in two)
@@ -261,15 +266,16 @@ def read_cores_log(path):
     return conv
 
 
-def cnn_core_speeds(g, conv):
+def cnn_core_speeds(g, conv, cores):
     """how fast the cores ran in each round (conv us/sample of every worker, this invocation)"""
     base_conv = conv.get((1, 1), [])
-    if not base_conv or not any(k in conv for k in ((1, 2), (2, 1))):
+    if cores < 2 or not base_conv or not any(k in conv for k in ((1, cores), (cores, 1))):
         return
     print()
     print("how fast the cores ran: each worker's conv time per sample against 1x1's in the same round (1.00 = as fast);")
-    print("bound = the most any sharing of the work could give on those cores (1x2: the sum; 2x1: twice the slower)")
-    for c, how in (((1, 2), "sum"), ((2, 1), "min")):
+    print(f"bound = the most any sharing of the work could give on those cores (1x{cores}: the sum; {cores}x1: "
+          f"{cores} times the slower)")
+    for c, how in (((1, cores), "sum"), ((cores, 1), "min")):
         if c not in conv:
             continue
         sp, ratio_rows = g.rounds(("cnn", 1, 1), ("cnn",) + c), []
@@ -287,7 +293,7 @@ def cnn_core_speeds(g, conv):
         eff = med(s / b for s, _, b in ratio_rows)
         print(f"  {c[0]}x{c[1]} medians over the rounds: bound {med(b for _, _, b in ratio_rows):.2f}x, "
               f"speedup {med(s for s, _, _ in ratio_rows):.2f}x, fraction of the bound {eff:.2f} "
-              f"(that fraction of 2 cores as fast as 1x1's: {2 * eff:.2f}x)")
+              f"(that fraction of {cores} cores as fast as 1x1's: {cores * eff:.2f}x)")
 
 
 def cmd_cnn(a):
@@ -298,8 +304,8 @@ def cmd_cnn(a):
         groups.setdefault((r["program"], int(r["ranks"]), int(r["threads"])), []).append(r)
     g = CnnRuns(groups)
     cnn_table(g)
-    cnn_targets(g)
-    cnn_core_speeds(g, read_cores_log(a.cores_log))
+    cnn_targets(g, a.cores)
+    cnn_core_speeds(g, read_cores_log(a.cores_log), a.cores)
     return 0
 
 
@@ -322,7 +328,9 @@ def cmd_hybrid(a):
         print(f"{'P x T':<7} {'OMP_WAIT_POLICY':<16} {'epoch s':>10} {'comm s':>10} {'barriers s':>12} {'speedup':>9} "
               f"{'runs':>5}")
         base = partrain.col_median(ser, "epoch_seconds_median")
-        for cfg in ("serial", "1x1", "1x2", "2x1", "2x2"):
+        cfgs = ["serial"] + sorted({c for bb, c in groups if bb == b and c != "serial"},
+                                   key=lambda c: tuple(int(v) for v in c.split("x")))
+        for cfg in cfgs:
             rs = groups.get((b, cfg))
             if not rs:
                 continue
@@ -330,7 +338,7 @@ def cmd_hybrid(a):
             print(f"{cfg:<7} {rs[-1]['omp_wait_policy'] or 'unset':<16} {t:10.3f} "
                   f"{partrain.col_median(rs, 'comm_seconds'):10.3f} {partrain.col_median(rs, 'sync_seconds'):12.3f} "
                   f"{base / t:8.2f}x {partrain.runs_cell(rs):>5}")
-        print_note([r for cfg in ("serial", "1x1", "1x2", "2x1", "2x2") for r in groups.get((b, cfg), [])])
+        print_note([r for cfg in cfgs for r in groups.get((b, cfg), [])])
     return 0
 
 
@@ -375,18 +383,19 @@ def table4(rows, dat_lines, serial_s, data, batch, epochs, cores, chosen=()):
         f"{batch}, median of epochs 2..{epochs};",
         f"speedup = serial/serial's epoch ({serial_s} s, one core{ser_mark}) / the configuration's. Measured",
         f"on {cores} cores: every configuration above {cores} ranks x threads is oversubscribed, so the",
-        f"hardware ceiling is {cores}x and the report's ranges (written for 4 and 8 cores) cannot be reached.",
+        f"hardware ceiling is {cores}x" + (" and the report's ranges (written for 4 and 8 cores) cannot be reached."
+                                           if cores < 8 else "; the report's ranges were written for 4 and 8 cores."),
         "OpenMP and MPI rows are hybrid/hybrid with P = 1 (threads only) or T = 1 (ranks only).", "",
         "| Implementation | Configuration | Expected speedup (report) | Measured here (P x T) |",
         "|---|---|---|---|",
         f"| Serial | 1 core | 1.0x (baseline) | 1.00x (serial/serial); hybrid 1x1: {get(1, 1)} |",
-        f"| OpenMP | 4 threads | {rng('OpenMP', 1, 4)} | 1x4: {get(1, 4)} |",
-        f"| OpenMP | 8 threads | {rng('OpenMP', 1, 8)} | not run (grid is {{1,2,4}}^2) |",
-        f"| MPI | 4 processes | {rng('MPI', 4, 1)} | 4x1: {get(4, 1)} |",
-        f"| MPI | 8 processes | {rng('MPI', 8, 1)} | not run (grid is {{1,2,4}}^2) |",
-        f"| Hybrid | 2x2 (4 total) | {rng('Hybrid', 2, 2)} | 2x2: {get(2, 2)} |",
-        f"| Hybrid | 2x4 (8 total) | {rng('Hybrid', 2, 4)} | 2x4: {get(2, 4)} |", "",
-        f"Within the {cores} cores: 1x2 {get(1, 2)}; 2x1 {get(2, 1)}."] + (
+        f"| OpenMP | 4 threads | {rng('OpenMP', 1, 4)} | 1x4: {get(1, 4) or 'not in the grid'} |",
+        f"| OpenMP | 8 threads | {rng('OpenMP', 1, 8)} | 1x8: {get(1, 8) or 'not in the grid'} |",
+        f"| MPI | 4 processes | {rng('MPI', 4, 1)} | 4x1: {get(4, 1) or 'not in the grid'} |",
+        f"| MPI | 8 processes | {rng('MPI', 8, 1)} | 8x1: {get(8, 1) or 'not in the grid'} |",
+        f"| Hybrid | 2x2 (4 total) | {rng('Hybrid', 2, 2)} | 2x2: {get(2, 2) or 'not in the grid'} |",
+        f"| Hybrid | 2x4 (8 total) | {rng('Hybrid', 2, 4)} | 2x4: {get(2, 4) or 'not in the grid'} |", "",
+        f"On all {cores} cores: " + "; ".join(f"{p}x{t} {get(p, t)}" for p, t in sorted(pts) if p * t == cores) + "."] + (
         ["", f"\"disturbed\": {partrain.n_disturbed(chosen)} of these {len(chosen)} runs had other processes' load above "
              "--max-other cores during them (CSV columns other_load_cores, disturbed), so their times may be too slow."]
         if partrain.n_disturbed(chosen) else [])
@@ -425,6 +434,8 @@ def main(argv):
         sp.add_argument("--train", type=int, default=0)
         if name == "cnn":
             sp.add_argument("--cores-log", required=True)
+            sp.add_argument("--cores", type=int, default=len(os.sched_getaffinity(0)),
+                            help="the cores the configurations assumed (default: as nproc)")
     sp = sub.add_parser("hybrid")
     sp.add_argument("csv")
     sp = sub.add_parser("hybrid-grid")

@@ -174,8 +174,13 @@ def timing_medians(time_rows):
                 ",".join(sorted({r["omp_wait_policy"] or "unset" for r in v})), v[0]) for k, v in groups.items()}
 
 
-CONFIGS = {(1, 1): "ours: serial baseline (1 rank, 1 thread)", (1, 2): "ours: OpenMP threads",
-           (2, 1): "ours: MPI ranks", (2, 2): "ours: hybrid MPI + OpenMP"}
+CONFIGS = {(1, 1): "ours: serial baseline (1 rank, 1 thread)"}
+
+
+def config_name(k):
+    """the execution mode of P x T = K"""
+    return CONFIGS.get(k) or ("ours: OpenMP threads" if k[0] == 1 else "ours: MPI ranks" if k[1] == 1
+                              else "ours: hybrid MPI + OpenMP")
 
 
 def table4(med, cores, time_rows=()):
@@ -192,13 +197,13 @@ def table4(med, cores, time_rows=()):
           f"| report: distributed MPI+OpenMP | {REPORT_RANKS} ranks | {REPORT_RANKS} | | "
           f"{REPORT_DISTRIBUTED_SECONDS:.2f} | {REPORT_SERIAL_SECONDS / REPORT_DISTRIBUTED_SECONDS:.2f}x | "
           f"{REPORT_DISTRIBUTED_SECONDS / ep:.2f} | |"]
-    for k in list(CONFIGS) + sorted(set(med) - set(CONFIGS)):
+    for k in sorted(set(med) | {(1, 1)}):
         if k not in med:
-            t4.append(f"| {CONFIGS.get(k, 'ours')} | {k[0]} x {k[1]} | | | not run | | | |")
+            t4.append(f"| {config_name(k)} | {k[0]} x {k[1]} | | | not run | | | |")
             continue
         tot, e, runs, pol, _ = med[k]
         sp = f"{base[0] / tot:.2f}x" if base else ""
-        t4.append(f"| {CONFIGS.get(k, 'ours')} | {k[0]} x {k[1]} | {min(k[0] * k[1], cores)} | {pol} | {tot:.2f} | "
+        t4.append(f"| {config_name(k)} | {k[0]} x {k[1]} | {min(k[0] * k[1], cores)} | {pol} | {tot:.2f} | "
                   f"{sp} | {e:.3f} | {runs} |")
     if base:
         r = base[4]
@@ -228,9 +233,10 @@ def speedup_dat(med, cores):
     if base:
         def pt(k):
             return min(k[0] * k[1], cores), base[0] / med[k][0], med[k][0]
-        block([(1, 1.0, base[0])] + [pt(k) for k in [(1, 2)] if k in med], "1 rank x T threads")
-        block([(1, 1.0, base[0])] + [pt(k) for k in [(2, 1)] if k in med], "P ranks x 1 thread")
-        block([pt(k) for k in [(2, 2)] if k in med] or [(float("nan"), float("nan"), 0)], "2 ranks x 2 threads")
+        block([(1, 1.0, base[0])] + [pt(k) for k in sorted(med) if k[0] == 1 and k[1] > 1], "1 rank x T threads")
+        block([(1, 1.0, base[0])] + [pt(k) for k in sorted(med) if k[1] == 1 and k[0] > 1], "P ranks x 1 thread")
+        block([pt(k) for k in sorted(med) if k[0] > 1 and k[1] > 1] or [(float("nan"), float("nan"), 0)],
+              "P ranks x T threads")
     else:
         for label in ("threads", "ranks", "hybrid"):
             block([(float("nan"), float("nan"), 0)], label)
@@ -252,12 +258,15 @@ def main():
     ap.add_argument("--timing", required=True, metavar="CSV")
     ap.add_argument("--outdir", required=True, metavar="DIR")
     ap.add_argument("--dat", metavar="FILE")
+    ap.add_argument("--cores", type=int, default=0,
+                    help="the cores the run assumed (default: DIR/machine.json beside the timing CSV, else nproc)")
     a = ap.parse_args()
+    cores = a.cores or partrain.sweep_machine(os.path.dirname(a.timing) or ".")["cores"]
     acc_rows, time_rows = read(a.accuracy), read(a.timing)
     if not acc_rows and not time_rows:
         die(f"no cnn rows in {a.accuracy} or {a.timing}", 1)
     os.makedirs(a.outdir, exist_ok=True)
-    mds, dat_text = tables(acc_rows, time_rows, os.cpu_count() or 1)
+    mds, dat_text = tables(acc_rows, time_rows, cores)
     for name, lines in mds.items():
         with open(os.path.join(a.outdir, name), "w") as f:
             f.write("\n".join(lines) + "\n")

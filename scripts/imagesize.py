@@ -8,8 +8,8 @@ plot data for plots/imagesize.gp and a console table, from run_all.sh's image-si
 
 The sweep (run_all.sh, step imagesize) trains the same MLP on the same number of samples
 with the images resampled to S x S (--image-size S: 28, 57, 112, i.e. 784, 3249 and 12544
-inputs) with serial/serial on one pinned core, openmp/openmp with 2 threads and mpi/mpi
-with 2 ranks (allreduce). Reads the CSV strictly by column name (scripts/partrain.py;
+inputs) with serial/serial on one pinned core, openmp/openmp with C threads and mpi/mpi
+with C ranks (allreduce; C: the cores run_all.sh assumed, docs/sweeps.md). Reads the CSV strictly by column name (scripts/partrain.py;
 schema: common/results.h).
 The configuration plotted is that of the CSV's latest row (dataset, train_n, batch,
 hidden, epochs); per (program, variant, ranks, threads, image size) the median over its

@@ -77,7 +77,7 @@ def main(argv):
     plotted = omp + [r for r in rows if r["program"] == "serial" and r["batch"] == batch]
     title = f"{r0['dataset']}, {r0['train_n']} samples, batch {batch}{partrain.disturbed_count(plotted)}"
     print(f"openmp_n={len(index)} serial={s_med:.6g}" if serial else f"openmp_n={len(index)} serial=NaN", end="")
-    print(f" cores={len(os.sched_getaffinity(0))} openmp_title='{title}'")
+    print(f" cores={partrain.sweep_machine(os.path.dirname(a.csv) or '.')['cores']} openmp_title='{title}'")
     return 0
 
 

@@ -260,6 +260,33 @@ def variant_flags(program, name):
 
 
 @functools.lru_cache(maxsize=None)
+# ---------------------------------------------------------------- the machine a run assumed
+# run_all.sh writes DIR/machine.json: the cores C its sweeps were derived from (--cores,
+# PARTRAIN_CORES, Slurm or nproc), the nodes, the rank slots, the real nproc and the lists.
+# The report's and the figures' words take the core count from it, never from a literal.
+def sweep_machine(results):
+    """{"cores", "nodes", "slots", "cores_from", ...} of the run in RESULTS (a directory);
+    without a readable machine.json: this machine's cores (as nproc), 1 node"""
+    import json
+    try:
+        here = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        here = os.cpu_count() or 1
+    m = {"cores": here, "nodes": 1, "slots": here, "cores_from": "nproc", "real_cores": here}
+    try:
+        with open(os.path.join(results, "machine.json")) as f:
+            got = json.load(f)
+        for k in ("cores", "nodes", "slots", "real_cores"):
+            if isinstance(got.get(k), int) and got[k] > 0:
+                m[k] = got[k]
+        m["cores_from"] = str(got.get("cores_from", "machine.json"))
+        if "slots" not in got:
+            m["slots"] = m["cores"]
+    except (OSError, ValueError, AttributeError):
+        pass
+    return m
+
+
 def run_all_steps():
     """run_all.sh's step ids, in order (`./run_all.sh --list-steps`: every step of every
     group, whatever this machine has)"""

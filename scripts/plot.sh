@@ -28,6 +28,12 @@
 #                   rewrites cnn-table{3,4,5}.md from the same CSVs; plots/cnn-speedup.gp)
 #   imagesize       imagesize.csv -> imagesize.png: epoch time and speedup vs input size,
 #                   seed report 002's figure 5 (scripts/imagesize.py, plots/imagesize.gp)
+#   model           model-runs.csv (+ comm.csv) -> model.png: the alpha-beta model's
+#                   projection to 1 ... 1024 nodes (scripts/model.py project writes the
+#                   model-*.dat, plots/model.gp draws them)
+# The titles' core and node counts are the ones the run assumed: DIR/machine.json
+# (run_all.sh writes it; --cores N, a hostfile or Slurm may differ from this machine),
+# else nproc; the MPI figures count the rank slots (several nodes: their sum).
 # A figure whose CSV is missing or has no usable rows is skipped with a line
 #   plot: skipped NAME.png: REASON
 # The scripts run with $PARTRAIN_PYTHON (bench/lib.sh; python3 when that is missing).
@@ -37,7 +43,7 @@ set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
 
 . bench/lib.sh    # PARTRAIN_PYTHON
-FIGURES=(curves openmp-threads mpi-scaling hybrid-grid cnn-speedup imagesize)
+FIGURES=(curves openmp-threads mpi-scaling hybrid-grid cnn-speedup imagesize model)
 results=results plots=plots only=""
 where=()
 usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
@@ -61,7 +67,12 @@ fi
 command -v gnuplot >/dev/null || { echo "plot: gnuplot missing (apt-get install gnuplot-nox)" >&2; exit 1; }
 [ -x "$PY" ] || PY=python3
 mkdir -p "$plots" || exit 1
-cores=$(nproc)
+# the run's cores, nodes and rank slots (DIR/machine.json), else this machine's cores
+mj() { sed -n "s/.*\"$1\": *\([0-9][0-9]*\).*/\1/p" "$results/machine.json" 2>/dev/null | head -n 1; }
+cores=$(mj cores); nodes=$(mj nodes); slots=$(mj slots)
+[ -n "$cores" ] || cores=$(nproc)
+[ -n "$nodes" ] || nodes=1
+[ -n "$slots" ] || slots=$cores
 
 skipped() { echo "plot: skipped $1: $2"; }
 drawn() { echo "plot: $*"; }
@@ -101,7 +112,7 @@ plot_mpi_scaling() {
   vars=$("$PY" scripts/mpi_scaling.py "$strong" "$weak" --outdir "$results") || return 1
   local strong_n weak_n serial strong_title weak_title
   eval "$vars"   # strong_n=N weak_n=N serial=S strong_title='...' weak_title='...' (from our own script)
-  local v="strong_index='$results/mpi-strong-index.dat'; weak_index='$results/mpi-weak-index.dat'; cores=$cores"
+  local v="strong_index='$results/mpi-strong-index.dat'; weak_index='$results/mpi-weak-index.dat'; cores=$slots; nodes=$nodes"
   v+="; strong_title='$strong_title'; weak_title='$weak_title'"
   gnuplot -e "$v; out='$plots/mpi-scaling.png'; serial=$serial" plots/mpi-scaling.gp || return 1
   gnuplot -e "$v; out='$plots/mpi-comm.png'" plots/mpi-comm.gp || return 1
@@ -124,11 +135,11 @@ plot_cnn_speedup() {
   local timing=$results/cnn-timing.csv acc=$results/cnn-accuracy.csv out=$plots/cnn-speedup.png dat=$results/cnn-speedup.dat
   [ -s "$timing" ] || { skipped cnn-speedup.png "$timing missing or empty (run_all.sh --only cnn)"; return 0; }
   [ -s "$acc" ] || acc=/dev/null
-  "$PY" scripts/cnn_tables.py --accuracy "$acc" --timing "$timing" --outdir "$results" --dat "$dat" >/dev/null
+  "$PY" scripts/cnn_tables.py --accuracy "$acc" --timing "$timing" --outdir "$results" --dat "$dat" --cores "$cores" >/dev/null
   case $? in 0) ;; 1) skipped cnn-speedup.png "no cnn rows in $timing"; return 0 ;; *) return 1 ;; esac
   local epochs
   epochs=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "epochs") c = i; next } { e = $c } END { print e + 0 }' "$timing")
-  gnuplot -e "dat='$dat'; out='$out'; src='$timing'; epochs=$epochs" plots/cnn-speedup.gp || return 1
+  gnuplot -e "dat='$dat'; out='$out'; src='$timing'; epochs=$epochs; cores=$cores" plots/cnn-speedup.gp || return 1
   drawn "$out (from $timing)"
 }
 
@@ -141,6 +152,16 @@ plot_imagesize() {
   eval "$vars"   # imagesize_n=N imagesize_title='...' (from our own script)
   gnuplot -e "index='$results/imagesize-index.dat'; out='$out'; cores=$cores; subtitle='$imagesize_title'" plots/imagesize.gp || return 1
   drawn "$out ($imagesize_n program configuration(s) from $csv)"
+}
+
+plot_model() {
+  local runs=$results/model-runs.csv comm=$results/comm.csv out=$plots/model.png sub
+  [ -s "$runs" ] || { skipped model.png "$runs missing or empty (bench/model-runs.sh)"; return 0; }
+  "$PY" scripts/model.py project --runs "$runs" --comm "$comm" --outdir "$results" >/dev/null || return 1
+  sub="a node = 64 cores at the per-core rate of $runs"
+  [ -s "$comm" ] && sub+="; shared memory from $comm" || sub+="; $comm missing: stated shared-memory alpha, beta"
+  gnuplot -e "dir='$results'; out='$out'; subtitle='$sub'" plots/model.gp || return 1
+  drawn "$out (from $runs)"
 }
 
 status=0

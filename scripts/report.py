@@ -12,7 +12,8 @@ scripts/report.py — results/REPORT.md assembled from whatever a run left behin
 Sections (one module each in scripts/reporting/): the run, the machine (probed now, every
 probe with a timeout), one section per seed report (/work/shared/seeds 000..004) with its
 tables and figures regenerated from our measurements and the report's own published
-numbers (scripts/seeds.py) beside ours, MPI scaling, PyTorch side by side, what was
+numbers (scripts/seeds.py) beside ours, MPI scaling, the performance model (scripts/model.py),
+PyTorch side by side, what was
 skipped, and which timing is which. Every section with numbers ends with a "What this
 shows" paragraph computed from those numbers.
 
@@ -39,6 +40,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from reporting.common import PROG, Doc, Inputs, check_steps  # noqa: E402
 from reporting.header import header  # noqa: E402
 from reporting.machine import machine  # noqa: E402
+from reporting.model import model  # noqa: E402
 from reporting.pytorch import pytorch  # noqa: E402
 from reporting.scaling import scaling  # noqa: E402
 from reporting.seed000 import seed000  # noqa: E402
@@ -49,7 +51,7 @@ from reporting.seed004 import seed004  # noqa: E402
 from reporting.skipped import skipped  # noqa: E402
 from reporting.timings import timings  # noqa: E402
 
-SECTIONS = (seed000, seed001, seed002, seed003, seed004, scaling, pytorch, skipped, timings)
+SECTIONS = (seed000, seed001, seed002, seed003, seed004, scaling, model, pytorch, skipped, timings)
 
 
 def write(out, text):
@@ -79,7 +81,9 @@ def main(argv):
     check_steps()
     inp = Inputs(results, plots, out)
     doc = Doc(inp)
-    header(doc, machine())
+    m = inp.machine   # the cores the sweeps assumed (DIR/machine.json), beside what nproc says now
+    header(doc, machine() + [("sweeps' cores", f"{m['cores']} ({m['cores_from']}), {m['nodes']} node(s), "
+                                              f"up to {m['slots']} ranks (DIR/machine.json; docs/sweeps.md)")])
     for section in SECTIONS:
         mark = len(doc.lines)
         try:

@@ -257,7 +257,10 @@ class Inputs:
 
     def __init__(self, results, plots, out):
         self.dir, self.plots, self.out = results, plots, out
-        self.cores = os.cpu_count() or 1
+        # the cores (and nodes, rank slots) the run's sweeps assumed: DIR/machine.json,
+        # written by run_all.sh; this machine's cores when it is missing
+        self.machine = partrain.sweep_machine(results)
+        self.cores, self.nodes, self.slots = self.machine["cores"], self.machine["nodes"], self.machine["slots"]
         self.missing_seen = []
         self._csv = {}
         self.skipped_file = os.path.join(results, "skipped.txt")
@@ -343,7 +346,7 @@ class Doc:
 
     def __init__(self, inp):
         self.i = inp
-        self.cores = inp.cores
+        self.cores, self.nodes, self.slots = inp.cores, inp.nodes, inp.slots
         self.lines = []
 
     def add(self, *lines):

@@ -27,7 +27,7 @@ def oversub(p, cores, policy):
 
 
 def strong(d):
-    i, cores = d.i, d.cores
+    i, cores = d.i, d.slots   # ranks: the rank slots (the cores on one node)
     rows = latest_config(i.rows("mpi-strong.csv"))
     d.add("### Strong scaling (fixed training set)", "")
     if rows is None:
@@ -51,7 +51,7 @@ def strong(d):
            "these runs, so OMP_WAIT_POLICY does not apply).")
     if not sp:
         return []
-    return [peak_sentence(sp)] + stop_sentences(sp, syncs, cores) + [overlap_sentence(sp)]
+    return [peak_sentence(sp)] + stop_sentences(sp, syncs, cores) + [overlap_sentence(sp, cores)]
 
 
 def peak_sentence(sp):
@@ -84,14 +84,17 @@ def stop_sentences(sp, syncs, cores):
     return sent
 
 
-def overlap_sentence(sp):
-    """how much communication --sync overlap hides, against the blocking allreduce at 2 ranks"""
-    if not (("overlap", 2) in sp and ("allreduce", 2) in sp):
+def overlap_sentence(sp, cores):
+    """how much communication --sync overlap hides, against the blocking allreduce at the
+    most ranks both ran within the cores"""
+    both = [p for v, p in sp if v == "overlap" and ("allreduce", p) in sp and 1 < p <= cores]
+    if not both:
         return None
-    o, a_ = sp[("overlap", 2)][1], sp[("allreduce", 2)][1]
+    p = max(both)
+    o, a_ = sp[("overlap", p)][1], sp[("allreduce", p)][1]
     if o.comm is None or a_.comm is None:
         return None
-    return (f"At 2 ranks `overlap` leaves {s(o.comm)} of communication exposed vs "
+    return (f"At {p} ranks `overlap` leaves {s(o.comm)} of communication exposed vs "
             f"{s(a_.comm)} inside `allreduce` ("
             + (f"it hides {pct(100 * (1 - o.comm / a_.comm))} of it)." if o.comm < a_.comm else
                "it hides nothing here; its epoch is "
@@ -102,7 +105,7 @@ def overlap_sentence(sp):
 
 
 def weak(d):
-    i, cores = d.i, d.cores
+    i, cores = d.i, d.slots
     rows = latest_config(i.rows("mpi-weak.csv"), keys=("dataset", "hidden", "epochs", "image_size"))
     d.add("### Weak scaling (fixed samples per rank)", "")
     if rows is None:
@@ -142,7 +145,7 @@ def micro(v):
 
 
 def pipeline(d):
-    i, cores = d.i, d.cores
+    i, cores = d.i, d.slots
     pipe = latest_config(i.rows("mpi-pipeline.csv"), keys=("dataset", "train_n", "hidden", "epochs", "batch"))
     d.add("### Pipeline bubble (mpi/pipeline, GPipe)", "")
     if pipe is None:

@@ -85,7 +85,7 @@ def best_at(strong, p):
 
 def figures6_8(d):
     """speedup vs rank count from the strong-scaling sweep; the sentences about it"""
-    i, cores = d.i, d.cores
+    i, cores = d.i, d.slots   # ranks: the rank slots (the cores on one node)
     d.add("### Figures 6–8 — speedup vs node count", "")
     strong = latest_config(i.rows("mpi-strong.csv"))
     if strong is None:

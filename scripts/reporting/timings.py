@@ -86,7 +86,9 @@ def workers(r):
 
 def wait_policy(d):
     """OMP_WAIT_POLICY per figure and table, within and above the cores"""
-    i, cores = d.i, d.cores
+    # the policy follows the cores the runs really had (machine.json's real_cores: a run
+    # with --cores N above them still shares the real ones), not the cores the sweeps assumed
+    i, cores = d.i, d.i.machine.get("real_cores", d.cores)
     body, bad = [], []
     for what, name in USES:
         rs = i.rows(name)
@@ -103,7 +105,8 @@ def wait_policy(d):
         return []
     d.add(f"OMP_WAIT_POLICY per figure and table (from the CSV column `omp_wait_policy`; \"unset\" = the "
           f"OpenMP runtime's default, which spins before sleeping), split by ranks × threads against the "
-          f"{cores} cores:", "")
+          + (f"{cores} cores:" if cores == d.cores else
+             f"cores the runs really had (nproc {cores}; the sweeps assumed {d.cores}, machine.json):"), "")
     d.table(["figure / table", "source", f"ranks × threads ≤ {cores}", f"ranks × threads > {cores}"], body)
     if bad:
         return [f"{len(bad)} oversubscribed threaded run(s) had OMP_WAIT_POLICY unset (spinning waits "
