@@ -198,18 +198,16 @@ alive() {   # every daemon of the cluster runs
 }
 
 down() {
-  local f pid ns pids
+  local f left ns
+  # SIGKILL at once: DIR, with every state the daemons would save, is deleted anyway (on
+  # SIGTERM they take ~2 s to exit)
   for f in "$dir"/node*/slurmd.pid "$dir/ctl/slurmctld.pid" "$dir/munge/munged.pid"; do
-    [ -s "$f" ] || continue
-    pid=$(cat "$f")
-    kill "$pid" 2>/dev/null || continue
-    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -9 "$pid" 2>/dev/null || true
+    [ -s "$f" ] && kill -9 "$(cat "$f")" 2>/dev/null || true
   done
   # whatever is left in the hosts' namespaces (job steps: slurmstepd and its tasks) goes too
   for ns in $(our_netns); do
-    pids=$(ip netns pids "$ns" 2>/dev/null || true)
-    [ -z "$pids" ] || kill -9 $pids 2>/dev/null || true
+    left=$(ip netns pids "$ns" 2>/dev/null || true)
+    [ -z "$left" ] || kill -9 $left 2>/dev/null || true
     ip netns delete "$ns" 2>/dev/null || true
   done
   for f in "$dir"/uts/*; do [ -e "$f" ] && umount "$f" 2>/dev/null || true; done
