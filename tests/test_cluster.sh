@@ -26,7 +26,7 @@ LC=(scripts/localcluster.sh --name "pt-test$$" --dir "$TMP/cluster")
 TOL=1e-5
 LIMIT=$((300 * SLOWDOWN))   # seconds after which a job counts as hung
 DATA=data/mnist
-CONF=(--data $DATA --train 1202 --batch 60 --epochs 2)   # 21 steps per epoch
+CONF=(--data "$DATA" --train 1202 --batch 60 --epochs 2)   # 21 steps per epoch
 
 # ---- scripts/mpirun.sh --dry-run: no cluster needed
 printf 'localhost slots=2\n' >"$TMP/hosts"
