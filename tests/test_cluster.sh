@@ -15,6 +15,7 @@
 #     per step summed over the P ranks (each of the G bytes must be combined from P ranks and
 #     the result reach P-1 others: P-1 transfers each way), and <= 2x that bound (headers,
 #     start-up, the loss reductions and the end-of-run replica check are small beside it)
+#   - scripts/slurm/*.sbatch started outside a Slurm job say so (exit 2)
 #   - rate RATE puts a tbf qdisc on both ends of every veth, rate off removes it
 #   - a second `up` is idempotent; `down` leaves no namespace, daemon or directory
 # Skipped, with the reason, when not root, when network namespaces cannot be created, or
@@ -52,6 +53,9 @@ out=$("${alloc[@]}" PARTRAIN_LAUNCHER=mpirun scripts/mpirun.sh --dry-run 2 h)
 check "in an allocation, PARTRAIN_LAUNCHER=mpirun: mpirun (it reads the allocation)" "$out" [ "$out" = "mpirun --mca pml ob1 -np 2 h" ]
 expect_error "MPIRUN_ARGS other than --mca under srun: clear error" "only '--mca KEY VALUE'" \
   env "${alloc[@]:1}" MPIRUN_ARGS="--map-by node" scripts/mpirun.sh --dry-run 2 h
+for f in scripts/slurm/*.sbatch; do
+  expect_error "$f outside a Slurm job: clear error" "not inside a Slurm job" env -u SLURM_JOB_ID "$f"
+done
 
 # ---- the simulated cluster
 if [ "$(id -u)" != 0 ]; then skip "Slurm cluster in namespaces" "needs root (network namespaces, bridge, daemons)"; finish; fi
