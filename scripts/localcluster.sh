@@ -26,10 +26,11 @@
 #   to or from the host's network): nodeK = 10.250.0.K, ctl = 10.250.0.254, joined by veth
 #   pairs to a bridge in its own namespace. Namespaces: NAME-br, NAME-ctl, NAME-node1..
 #   (--name, or PARTRAIN_CLUSTER_NAME, default partrain; clusters of other names and DIRs
-#   can run side by side, each its own isolated 10.250.0.0/24; tests/test_cluster.sh does). Each host is given $(nproc) CPUs in
-#   slurm.conf: the hosts share this machine's cores, so the exported environment sets
-#   OMPI_MCA_mpi_yield_when_idle=1 whenever N x CPUs exceed them (a rank that spins in MPI
-#   would otherwise starve the ranks of the other "hosts").
+#   can run side by side, each its own isolated 10.250.0.0/24; tests/test_cluster.sh does).
+# CPUs: each host is given all $(nproc) CPUs in slurm.conf, so the hosts share this
+#   machine's cores, and exec's environment sets OMPI_MCA_mpi_yield_when_idle=1 whenever
+#   N x CPUs exceed them (N >= 2): a rank that spins while it waits in MPI would otherwise
+#   starve the ranks of the other "hosts".
 # Files: everything (munge key and socket, slurm.conf, state, spools, logs, TmpFS=DIR/%n)
 #   under DIR (--dir, or PARTRAIN_CLUSTER_DIR, default /tmp/partrain-cluster).
 # Needs root, ip/tc (iproute2), unshare/nsenter (util-linux), and the packages slurmctld
@@ -56,11 +57,11 @@ case "$dir" in /*) ;; *) dir=$PWD/$dir ;; esac
 NET=10.250.0 BR=$PFX-br
 SBIN=${PARTRAIN_SLURM_SBIN:-/usr/sbin}
 
-# prereqs FOR-WHAT: every tool and package the cluster needs, else exit 2 naming what is missing
+# prereqs: every tool and package the cluster needs, else exit 2 naming what is missing
 prereqs() {
   [ "$(id -u)" = 0 ] || die "needs root (network namespaces, bridge, daemons)"
   local t miss=()
-  for t in ip tc unshare nsenter; do command -v $t >/dev/null || miss+=($t); done
+  for t in ip tc unshare nsenter; do command -v "$t" >/dev/null || miss+=("$t"); done
   [ ${#miss[@]} = 0 ] || die "missing ${miss[*]} (apt-get install iproute2 util-linux)"
   for t in "$SBIN/slurmctld" "$SBIN/slurmd" "$SBIN/munged"; do [ -x "$t" ] || miss+=("$(basename "$t")"); done
   command -v sbatch >/dev/null || miss+=(slurm-client)
@@ -198,18 +199,16 @@ alive() {   # every daemon of the cluster runs
 }
 
 down() {
-  local f pid ns pids
+  local f left ns
+  # SIGKILL at once: DIR, with every state the daemons would save, is deleted anyway (on
+  # SIGTERM they take ~2 s to exit)
   for f in "$dir"/node*/slurmd.pid "$dir/ctl/slurmctld.pid" "$dir/munge/munged.pid"; do
-    [ -s "$f" ] || continue
-    pid=$(cat "$f")
-    kill "$pid" 2>/dev/null || continue
-    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -9 "$pid" 2>/dev/null || true
+    [ -s "$f" ] && kill -9 "$(cat "$f")" 2>/dev/null || true
   done
   # whatever is left in the hosts' namespaces (job steps: slurmstepd and its tasks) goes too
   for ns in $(our_netns); do
-    pids=$(ip netns pids "$ns" 2>/dev/null || true)
-    [ -z "$pids" ] || kill -9 $pids 2>/dev/null || true
+    left=$(ip netns pids "$ns" 2>/dev/null || true)
+    [ -z "$left" ] || kill -9 $left 2>/dev/null || true
     ip netns delete "$ns" 2>/dev/null || true
   done
   for f in "$dir"/uts/*; do [ -e "$f" ] && umount "$f" 2>/dev/null || true; done
@@ -219,7 +218,7 @@ down() {
 
 case "$cmd" in
   up)
-    [ $# = 1 ] && [[ $1 =~ ^[1-9][0-9]?$ ]] && [ "$1" -le 253 ] || die "up needs N, the number of hosts (1..253), got '${1:-}'"
+    [ $# = 1 ] && [[ $1 =~ ^[1-9][0-9]{0,2}$ ]] && [ "$1" -le 253 ] || die "up needs N, the number of hosts (1..253), got '${1:-}'"
     prereqs; up "$1" ;;
   down) [ $# = 0 ] || die "down takes no arguments"; [ "$(id -u)" = 0 ] || die "needs root"; down ;;
   status)
@@ -262,6 +261,7 @@ case "$cmd" in
       h = name; sub(/^p-/, "", h); print name, h, rx, tx }' ;;
   hostfile)
     r=${1:-1}; [[ $r =~ ^[1-9][0-9]*$ ]] || die "hostfile: R must be a positive integer, got '$r'"
+    alive || die "the cluster is not up"
     for i in $(seq 1 "$(nodes)"); do echo "node$i slots=$r"; done ;;
   rsh-agent) echo "$dir/rsh-agent" ;;
   *) die "unknown command '$cmd' (see --help)" ;;

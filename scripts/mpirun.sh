@@ -13,7 +13,8 @@
 #   --dry-run       print the exact command (with its environment) instead of running it
 # Where it runs:
 #   outside Slurm   mpirun --mca pml ob1 -np P [--hostfile FILE] COMMAND
-#   in a Slurm allocation (SLURM_JOB_ID set): srun --mpi=pmix -n P COMMAND (Debian's OpenMPI
+#   in a Slurm allocation (SLURM_JOB_ID set): srun --mpi=pmix --kill-on-bad-exit=1 -N min(P,
+#                   nodes) -n P COMMAND (a failing rank ends the step, as under mpirun; Debian's OpenMPI
 #                   4.1 starts under Slurm's pmix plugin; --mpi=pmi2 does not), or mpirun
 #                   (which reads the allocation and starts its daemons with srun) when this
 #                   srun has no pmix plugin; PARTRAIN_LAUNCHER=srun|mpirun forces one
@@ -67,7 +68,7 @@ if [ $launcher = srun ]; then
   cores=${cores%%[(,]*}   # "4(x3),2": the first node's CPUs
   [[ $nodes =~ ^[1-9][0-9]*$ ]] || nodes=1
   [[ $cores =~ ^[1-9][0-9]*$ ]] || cores=1
-  args=(--mpi=pmix -N $((p < nodes ? p : nodes)) -n "$p")
+  args=(--mpi=pmix --kill-on-bad-exit=1 -N $((p < nodes ? p : nodes)) -n "$p")
   per_node=$(( (p + nodes - 1) / nodes ))
   if [ "$per_node" -gt "$cores" ]; then
     args+=(--overcommit)

@@ -4,7 +4,8 @@
 # munged) and scripts/mpirun.sh's launch paths:
 #   - scripts/mpirun.sh --dry-run prints the exact command: mpirun (local, --hostfile, the
 #     oversubscription settings), and srun --mpi=pmix inside an allocation (with the mca
-#     settings as OMPI_MCA_* variables, --cpu-bind=none, --overcommit)
+#     settings as OMPI_MCA_* variables, --cpu-bind=none, --overcommit); a rank that fails
+#     there ends the step (--kill-on-bad-exit) instead of leaving the others waiting
 #   - sbatch -N 3 --ntasks-per-node=1 scripts/slurm/mpi.sbatch (a small strong sweep at P = 3
 #     on 1,202 MNIST digits, 2 epochs): every --sync matches serial's per-epoch loss
 #     (relative difference <= 1e-5, the tolerance of tests/test_mpi.sh and docs/mpi.md)
@@ -15,6 +16,7 @@
 #     per step summed over the P ranks (each of the G bytes must be combined from P ranks and
 #     the result reach P-1 others: P-1 transfers each way), and <= 2x that bound (headers,
 #     start-up, the loss reductions and the end-of-run replica check are small beside it)
+#   - scripts/slurm/*.sbatch started outside a Slurm job say so (exit 2)
 #   - rate RATE puts a tbf qdisc on both ends of every veth, rate off removes it
 #   - a second `up` is idempotent; `down` leaves no namespace, daemon or directory
 # Skipped, with the reason, when not root, when network namespaces cannot be created, or
@@ -26,7 +28,7 @@ LC=(scripts/localcluster.sh --name "pt-test$$" --dir "$TMP/cluster")
 TOL=1e-5
 LIMIT=$((300 * SLOWDOWN))   # seconds after which a job counts as hung
 DATA=data/mnist
-CONF=(--data $DATA --train 1202 --batch 60 --epochs 2)   # 21 steps per epoch
+CONF=(--data "$DATA" --train 1202 --batch 60 --epochs 2)   # 21 steps per epoch
 
 # ---- scripts/mpirun.sh --dry-run: no cluster needed
 printf 'localhost slots=2\n' >"$TMP/hosts"
@@ -44,14 +46,17 @@ chmod +x "$TMP/srun"
 alloc=(env -u OMPI_MCA_mpi_yield_when_idle SLURM_JOB_ID=1 SLURM_JOB_NUM_NODES=3 SLURM_JOB_CPUS_PER_NODE="1(x3)" SRUN="$TMP/srun")
 out=$("${alloc[@]}" scripts/mpirun.sh --dry-run --hostfile "$TMP/hosts" 3 mpi/mpi)
 check "in an allocation: srun --mpi=pmix, the hostfile ignored" "$out" \
-  [ "$out" = "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_pml=ob1 $TMP/srun --mpi=pmix -N 3 -n 3 mpi/mpi" ]
+  [ "$out" = "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_pml=ob1 $TMP/srun --mpi=pmix --kill-on-bad-exit=1 -N 3 -n 3 mpi/mpi" ]
 out=$("${alloc[@]}" MPIRUN_ARGS="--mca btl_tcp_if_include eth0" scripts/mpirun.sh --dry-run --bind-to-none 6 h)
 check "in an allocation, 2 ranks per 1-CPU node, threaded: --overcommit, yield, --cpu-bind=none, MPIRUN_ARGS as OMPI_MCA_*" "$out" \
-  [ "$out" = "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_pml=ob1 OMPI_MCA_mpi_yield_when_idle=1 OMPI_MCA_btl_tcp_if_include=eth0 $TMP/srun --mpi=pmix -N 3 -n 6 --overcommit --cpu-bind=none h" ]
+  [ "$out" = "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_pml=ob1 OMPI_MCA_mpi_yield_when_idle=1 OMPI_MCA_btl_tcp_if_include=eth0 $TMP/srun --mpi=pmix --kill-on-bad-exit=1 -N 3 -n 6 --overcommit --cpu-bind=none h" ]
 out=$("${alloc[@]}" PARTRAIN_LAUNCHER=mpirun scripts/mpirun.sh --dry-run 2 h)
 check "in an allocation, PARTRAIN_LAUNCHER=mpirun: mpirun (it reads the allocation)" "$out" [ "$out" = "mpirun --mca pml ob1 -np 2 h" ]
 expect_error "MPIRUN_ARGS other than --mca under srun: clear error" "only '--mca KEY VALUE'" \
   env "${alloc[@]:1}" MPIRUN_ARGS="--map-by node" scripts/mpirun.sh --dry-run 2 h
+for f in scripts/slurm/*.sbatch; do
+  expect_error "$f outside a Slurm job: clear error" "not inside a Slurm job" env -u SLURM_JOB_ID "$f"
+done
 
 # ---- the simulated cluster
 if [ "$(id -u)" != 0 ]; then skip "Slurm cluster in namespaces" "needs root (network namespaces, bridge, daemons)"; finish; fi
@@ -139,7 +144,13 @@ check_bytes "mpirun --hostfile ($steps steps)" $((b1 - b0)) 1
 
 # inside an allocation scripts/mpirun.sh chooses srun --mpi=pmix by itself
 out=$("${LC[@]}" exec ctl salloc -N 3 --ntasks-per-node=1 scripts/mpirun.sh --dry-run 3 mpi/mpi 2>/dev/null)
-check "salloc -N 3: scripts/mpirun.sh launches srun --mpi=pmix -N 3 -n 3" "$out" grep -q "srun --mpi=pmix -N 3 -n 3 mpi/mpi$" <<<"$out"
+check "salloc -N 3: scripts/mpirun.sh launches srun --mpi=pmix -N 3 -n 3" "$out" grep -q "srun --mpi=pmix --kill-on-bad-exit=1 -N 3 -n 3 mpi/mpi$" <<<"$out"
+# a rank that fails ends the others at once (srun --kill-on-bad-exit, as mpirun does) instead of a hang
+start=$(date +%s)
+timeout $LIMIT "${LC[@]}" exec ctl salloc -N 3 --ntasks-per-node=1 scripts/mpirun.sh 3 \
+  bash -c '[ "$(hostname)" = node2 ] && exit 3; sleep 600' >"$TMP/bad.out" 2>&1; rc=$?
+check "a rank exiting 3 on node2 ends the step (exit $rc, $(( $(date +%s) - start )) s, not the others' 600 s sleep)" \
+  "$(tail -n 3 "$TMP/bad.out")" [ $rc -ne 0 -a $rc -ne 124 -a $(( $(date +%s) - start )) -lt 300 ]
 
 # link rate
 out=$("${LC[@]}" rate 1gbit 2>&1); rc=$?
