@@ -124,7 +124,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")" || exit 2
 
 . bench/lib.sh                    # PARTRAIN_PYTHON (the one place it is chosen), LOCK, variant_table
 PY=$PARTRAIN_PYTHON
-ALL_GROUPS=(serial openmp mpi hybrid cuda cnn imagesize)
+ALL_GROUPS=(serial openmp mpi hybrid cuda cnn imagesize model)
 [ -z "${PARTRAIN_TEST_FAKE_STEP:-}" ] || ALL_GROUPS+=(fake)   # a test hook (steps_fake)
 mode=full only="" results="" fresh=0 with_torch=0 setup=1 list_steps=0 plan=0 steps_only=""
 REAL_CORES=$(nproc)   # what runs oversubscribed is decided by this, never by --cores
@@ -425,7 +425,8 @@ declare -A EST=(
   [hybrid-bench]="100 15 1"        [hybrid-grid]="60 26 3"        [hyperfine-hybrid]="45 20 1"
   [cnn-accuracy]="20 1 1"          [cnn-timing]="45 7 1"          [cnn-tables]="1 1 1"
   [cnn-bench]="170 30 10"          [hyperfine-cnn]="40 11 1"      [cuda]="30 10 3"
-  [hyperfine-cuda]="15 5 2"        [imagesize]="90 28 5"          [plots]="5 2 1"
+  [hyperfine-cuda]="15 5 2"        [imagesize]="90 28 5"          [model]="420 120 15"
+  [plots]="5 2 1"
   [report]="2 2 2"
 )
 # A sweep step's estimate scales with its lists. EST is the time of the lists it was
@@ -745,6 +746,37 @@ steps_imagesize() {
   add_step imagesize imagesize_sweep "imagesize: seed report 002's duration vs image size, --image-size 28, 57, 112 (784, 3249, 12544 inputs), $(by_mode '10k Fashion-MNIST, 3 epochs' '4k Fashion-MNIST, 2 epochs' '1k MNIST digits, 2 epochs'): serial (1 core), openmp T = $C, mpi P = $C allreduce -> $results/imagesize.csv" imagesize.csv
 }
 
+# --- model --- (the alpha-beta model's data: bench/comm and the trainer runs on this
+# machine and, as root with Slurm's packages, across simulated hosts at several link rates)
+model_data() {
+  have_data "$DATA" || return 3
+  local ranks="" p
+  for p in $SWEEP_RANKS; do [ "$p" -lt 2 ] || ranks+="$p "; done
+  [ -n "$ranks" ] || ranks=2
+  case $mode in
+    full)  bench '/^\[[0-9]*\/[0-9]*\] /p' bench/comm.sh --transport shm --ranks-list "$ranks" --csv "$results/comm.csv" --dat "$results/comm-shm.dat" || return 1
+           bench '/^\[[0-9]*\/[0-9]*\] /p' bench/model-runs.sh --ranks "$ONE_C" --csv "$results/model-runs.csv" || return 1 ;;
+    quick) bench '/^\[[0-9]*\/[0-9]*\] /p' bench/comm.sh --transport shm --ranks-list "$ranks" --csv "$results/comm.csv" --dat "$results/comm-shm.dat" -- --max-bytes 1048576 || return 1
+           bench '/^\[[0-9]*\/[0-9]*\] /p' bench/model-runs.sh --ranks "$ONE_C" --train 4000 --serial-batches "16 64 256" --hybrid "" --csv "$results/model-runs.csv" || return 1 ;;
+    smoke) bench '/^\[[0-9]*\/[0-9]*\] /p' bench/comm.sh --transport shm --ranks-list 2 --csv "$results/comm.csv" --dat "$results/comm-shm.dat" -- --max-bytes 65536 --iters 20 || return 1
+           bench '/^\[[0-9]*\/[0-9]*\] /p' bench/model-runs.sh --data data/mnist --train 1000 --epochs 2 --ranks "1 2" --batches 64 --serial-batches "16 64" --hybrid "" --csv "$results/model-runs.csv" || return 1 ;;
+  esac
+  local cl=(bench/cluster-bench.sh --dir "$results")
+  [ $mode != quick ] || cl+=(--quick --rates "1gbit 10gbit")
+  if [ $mode = smoke ]; then
+    skip_note "$cur_step" "simulated cluster not run in --smoke (bench/cluster-bench.sh --quick: about a minute)"
+  elif [ "$(id -u)" != 0 ] || [ ! -x /usr/sbin/slurmd ] ||
+       ! scripts/localcluster.sh --name pbench --dir /tmp/partrain-cluster-bench cpu-usage >/dev/null 2>&1; then
+    skip_note "$cur_step" "simulated cluster not run: needs root, cgroups and Slurm's packages (scripts/setup.sh; docs/cluster.md)"
+  else
+    bench '/^\[[0-9]*\/[0-9]*\] \|^cluster-bench: /p' "${cl[@]}" || return 1
+  fi
+  "$PY" scripts/model.py validate --comm "$results/comm.csv" --runs "$results/model-runs.csv" | tail -n 3 | sed 's/^/    /'
+}
+steps_model() {
+  add_step model model_data "model: bench/comm (allreduce, reduce-bcast, hierarchical, barrier) at P = 2 .. $(words "$SWEEP_RANKS" | awk '{print $NF}'), the trainer runs of the alpha-beta model (bench/model-runs.sh), and, as root with Slurm, 3 simulated hosts at 1/10/25 Gbit (bench/cluster-bench.sh) -> $results/comm.csv, $results/model-runs.csv" "comm.csv model-runs.csv comm-shm.dat comm-tcp-1gbit.dat comm-tcp-10gbit.dat comm-tcp-25gbit.dat"
+}
+
 # --- fake --- (a test hook, not a group unless PARTRAIN_TEST_FAKE_STEP=SECONDS is set:
 # its step fake-rows appends one row every 0.2 s for SECONDS seconds to fake.csv from a
 # child process and notes its process group in its log; tests/test_runall_faults.sh)
@@ -780,6 +812,11 @@ report_step() {
 group_usable() {
   local p=$1 bin
   [ "$p" != fake ] || return 0
+  if [ "$p" = model ]; then
+    [ -x bench/comm ] && [ -x mpi/mpi ] && [ -x serial/serial ] || { group_skip model "bench/comm, mpi/mpi or serial/serial not built (make all)"; return 1; }
+    command -v mpirun >/dev/null || { group_skip model "mpirun not found (apt-get install openmpi-bin)"; return 1; }
+    return 0
+  fi
   if [ "$p" = imagesize ]; then
     [ -x serial/serial ] || { group_skip imagesize "serial/serial not built (make all)"; return 1; }
     return 0

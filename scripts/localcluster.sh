@@ -17,6 +17,9 @@
 #                    (sch_netem), so no delay or loss can be added; the links' latency is the
 #                    veths' own (microseconds)
 #   counters         each bridge port's rx/tx bytes (rx: bytes the host sent into the network)
+#   cpu-usage        nanoseconds of CPU the hosts' processes used so far (slurmd and all it
+#                    started, ranks included: a cgroup accounts them); benchmarks subtract it
+#                    from the machine's busy time, since those ranks are not their children
 #   hostfile [R]     print an OpenMPI hostfile of the hosts, R slots each (default 1)
 #   rsh-agent        print the path of the rsh agent with which `mpirun --hostfile` starts its
 #                    daemons inside the hosts' namespaces (exec sets OMPI_MCA_plm_rsh_agent to it):
@@ -188,7 +191,27 @@ host_up() {   # HOST: its namespace, veth to the bridge, hostname, daemon (slurm
     at ctl "$SBIN/slurmctld" -c -f "$dir/slurm.conf" || fail "slurmctld did not start: see $dir/ctl/slurmctld.log"
   else
     at "$h" "$SBIN/slurmd" -f "$dir/slurm.conf" || fail "slurmd on $h did not start: see $dir/$h/slurmd.log"
+    # its CPU time (and that of every job step it forks) is accounted in the cluster's cgroup
+    local i
+    for i in $(seq 1 50); do [ -s "$dir/$h/slurmd.pid" ] && break; sleep 0.05; done
+    [ -z "$(cgroup_dir)" ] || [ ! -s "$dir/$h/slurmd.pid" ] || echo "$(cat "$dir/$h/slurmd.pid")" >>"$(cgroup_dir)/cgroup.procs" || true
   fi
+}
+
+# cgroup_dir: the cgroup that accounts the hosts' CPU time (cgroup v1 cpuacct or v2),
+# created on first use; empty when neither can be made here
+cgroup_dir() {
+  local d
+  for d in /sys/fs/cgroup/cpuacct/partrain-$PFX /sys/fs/cgroup/partrain-$PFX; do
+    [ -d "$(dirname "$d")" ] && { [ -d "$d" ] || mkdir "$d" 2>/dev/null; } && [ -w "$d/cgroup.procs" ] && { echo "$d"; return; }
+  done
+}
+# cpu_ns: nanoseconds of CPU used so far by the hosts' processes (slurmd, job steps, ranks)
+cpu_ns() {
+  local d; d=$(cgroup_dir)
+  if [ -r "$d/cpuacct.usage" ]; then cat "$d/cpuacct.usage"
+  elif [ -r "$d/cpu.stat" ]; then awk '$1 == "usage_usec" { printf "%d000\n", $2 }' "$d/cpu.stat"
+  else die "cpu-usage: no cgroup accounts the hosts' CPU time here (cgroup v1 cpuacct or v2 needed)"; fi
 }
 
 alive() {   # every daemon of the cluster runs
@@ -213,6 +236,8 @@ down() {
   done
   for f in "$dir"/uts/*; do [ -e "$f" ] && umount "$f" 2>/dev/null || true; done
   rm -rf "$dir"
+  local cg i; cg=$(cgroup_dir)
+  for i in 1 2 3 4 5; do [ -z "$cg" ] || rmdir "$cg" 2>/dev/null && break; sleep 0.1; done
   echo "localcluster: down"
 }
 
@@ -220,6 +245,7 @@ case "$cmd" in
   up)
     [ $# = 1 ] && [[ $1 =~ ^[1-9][0-9]{0,2}$ ]] && [ "$1" -le 253 ] || die "up needs N, the number of hosts (1..253), got '${1:-}'"
     prereqs; up "$1" ;;
+  cpu-usage) [ $# = 0 ] || die "cpu-usage takes no arguments"; cpu_ns ;;
   down) [ $# = 0 ] || die "down takes no arguments"; [ "$(id -u)" = 0 ] || die "needs root"; down ;;
   status)
     alive || { echo "localcluster: not up ($dir)"; exit 1; }

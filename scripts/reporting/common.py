@@ -40,6 +40,8 @@ STEPS = {
     "cnn-table5.md": (["cnn-tables"], "cnn"),
     "bench-cnn.csv": (["cnn-bench"], "cnn"),
     "imagesize.csv": (["imagesize"], None),
+    "comm.csv": (["model"], "model"),
+    "model-runs.csv": (["model"], "model"),
     "curves.png": (["plots"], None),
     "mpi-scaling.png": (["plots", "mpi-sweep"], "mpi"),
     "mpi-comm.png": (["plots", "mpi-sweep"], "mpi"),
@@ -47,6 +49,7 @@ STEPS = {
     "hybrid-grid.png": (["plots", "hybrid-grid"], "hybrid"),
     "cnn-speedup.png": (["plots", "cnn-tables"], "cnn"),
     "imagesize.png": (["imagesize", "plots"], None),
+    "model.png": (["plots", "model"], "model"),
     "cuda": (["cuda"], "cuda"),
     "cuda.csv": (["cuda"], "cuda"),
 }
