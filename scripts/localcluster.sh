@@ -202,9 +202,12 @@ host_up() {   # HOST: its namespace, veth to the bridge, hostname, daemon (slurm
 # created on first use; empty when neither can be made here
 cgroup_dir() {
   local d
-  for d in /sys/fs/cgroup/cpuacct/partrain-$PFX /sys/fs/cgroup/partrain-$PFX; do
-    [ -d "$(dirname "$d")" ] && { [ -d "$d" ] || mkdir "$d" 2>/dev/null; } && [ -w "$d/cgroup.procs" ] && { echo "$d"; return; }
-  done
+  if [ -d /sys/fs/cgroup/cpuacct ]; then d=/sys/fs/cgroup/cpuacct/partrain-$PFX        # v1
+  elif [ -e /sys/fs/cgroup/cgroup.controllers ]; then d=/sys/fs/cgroup/partrain-$PFX  # v2
+  else return 0; fi
+  # mkdir -p: the hosts come up in parallel, and a second mkdir must not fail
+  mkdir -p "$d" 2>/dev/null && [ -w "$d/cgroup.procs" ] && echo "$d"
+  return 0
 }
 # cpu_ns: nanoseconds of CPU used so far by the hosts' processes (slurmd, job steps, ranks)
 cpu_ns() {
