@@ -562,7 +562,14 @@ class Cluster:
         p = nodes * per
         if p <= 1:
             return 0.0
-        ab = net if nodes > 1 else self.local   # a flat algorithm runs at the slowest link it crosses
+        # a flat algorithm runs at the slowest link it crosses: with several ranks per node
+        # some of its hops stay inside a node, so it is never faster than shared memory
+        if nodes == 1:
+            ab = self.local
+        elif per > 1:
+            ab = (max(net[0], self.local[0]), max(net[1], self.local[1]))
+        else:
+            ab = net
         if algo == "ring":
             return cost(ring(p, m), *ab)
         if algo == "recursive-doubling":
