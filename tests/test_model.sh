@@ -136,7 +136,10 @@ check "validate: one line per configuration (7)" "got $n: $(cat "$TMP/val")" [ "
 bad=$(awk '/^(mpi|hybrid|openmp) / { e = $(NF-4); c = $(NF-1); sub(/%/, "", e); sub(/%/, "", c)
           if (e + 0 > 1 || e + 0 < -1 || (c != "-" && (c + 0 > 1 || c + 0 < -1))) print }' "$TMP/val")
 check "validate: every predicted epoch and comm time equals the closed form (|error| <= 1 %)" "$bad" [ -z "$bad" ]
-check "validate: the max |error| line" "$(tail -n 1 "$TMP/val")" grep -q '^max |error| of the epoch time: 0.0% over 7' "$TMP/val"
+check "validate: the max |error| lines, the model's domain (a core per worker) apart from the rest" "$(tail -n 2 "$TMP/val")" \
+  grep -q '^max |error| of the epoch time: 0.0% over 6 configurations with a core per' "$TMP/val"
+check "validate: the run with more ranks than cores (P = 8 on 4) is marked and counted apart" "$(grep 'P=8' "$TMP/val")" \
+  sh -c "grep 'P=8' '$TMP/val' | grep -q 'shares cores' && grep -q 'over 1 configurations whose ranks x threads share cores' '$TMP/val'"
 
 # ---------------------------------------------------------------- project
 mkdir -p "$TMP/proj"
