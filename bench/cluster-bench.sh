@@ -16,7 +16,8 @@
 #
 # Usage: bench/cluster-bench.sh [--hosts N] [--rates "1gbit 10gbit 25gbit"]
 #                               [--run-rates "10gbit"] [--train N] [--dir DIR] [--quick]
-#   --hosts N        simulated hosts (default 3)
+#   --hosts N        simulated hosts (default: this machine's cores, 2 to 4: at P = N every
+#                    rank has a core of its own, the model's domain; P = 2N shares them)
 #   --rates L        link rates of the comm runs (default "1gbit 10gbit 25gbit")
 #   --run-rates L    link rates of the trainer runs (default "10gbit"; "" for none)
 #   --train N        training samples of the trainer runs (default 10000; --quick: 4000)
@@ -29,7 +30,8 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 . bench/lib.sh
 
-hosts=3 rates="1gbit 10gbit 25gbit" run_rates="10gbit" train="" dir=results quick=0
+hosts=$(nproc); [ "$hosts" -ge 2 ] || hosts=2; [ "$hosts" -le 4 ] || hosts=4
+rates="1gbit 10gbit 25gbit" run_rates="10gbit" train="" dir=results quick=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --hosts) need_value "$@"; hosts=$2; shift 2 ;;
