@@ -172,21 +172,33 @@ import partrain
 d, t2 = sys.argv[1], sys.argv[2]
 header = partrain.results_header()
 bad = []
+# bench/comm.sh's comm.csv has a schema of its own (docs/comm.md), shared with scripts/model.py
+comm_header = "transport,op,ranks,nodes,ranks_per_node,bytes,iterations,min_us,avg_us,max_us,timestamp".split(",")
 for p in sorted(glob.glob(os.path.join(d, "*.csv"))):
     name, rows = os.path.basename(p), list(csv.reader(open(p, newline="")))
-    # a benchmark adds two columns after the schema (bench_run in bench/lib.sh)
-    if not rows or rows[0][:len(header)] != header or rows[0][len(header):] not in ([], ["other_load_cores", "disturbed"]):
-        bad.append(f"{name}: header differs from RESULTS_HEADER")
-        continue
+    if name == "comm.csv":
+        if not rows or rows[0] != comm_header:
+            bad.append(f"{name}: header differs from bench/comm's")
+            continue
+        want = []
+    else:
+        # a benchmark adds two columns after the schema (bench_run in bench/lib.sh), the
+        # model's runs four more (bench/model-runs.sh)
+        want = [[], ["other_load_cores", "disturbed"]]
+        if name == "model-runs.csv":
+            want = [["other_load_cores", "disturbed", "transport", "nodes", "ranks_per_node", "physical_cores"]]
+        if not rows or rows[0][:len(header)] != header or rows[0][len(header):] not in want:
+            bad.append(f"{name}: header differs from RESULTS_HEADER")
+            continue
     if len(rows) < 2:
         bad.append(f"{name}: no rows")
     if any(len(r) != len(rows[0]) for r in rows[1:]):
         bad.append(f"{name}: a row of another width")
-    ids = [r[0] for r in rows[1:]]
+    ids = [r[0] for r in rows[1:]] if want else [tuple(r) for r in rows[1:]]
     if len(set(ids)) != len(ids) or len({tuple(r) for r in rows[1:]}) != len(rows) - 1:
         bad.append(f"{name}: duplicate rows")
     # each file is the work of one step, done in run 1 or redone in run 2, never both
-    ts = {r[header.index("timestamp")] >= t2 for r in rows[1:]}
+    ts = {r[rows[0].index("timestamp")] >= t2 for r in rows[1:]}
     if len(ts) > 1:
         bad.append(f"{name}: rows of the interrupted run and of the resumed one")
 print("; ".join(bad))
