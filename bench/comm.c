@@ -330,11 +330,7 @@ static int write_text(const char *path, const char *mode, const text *t, char *e
 // main
 
 int main(int argc, char **argv) {
-    if (MPI_Init(&argc, &argv) != MPI_SUCCESS) { fprintf(stderr, PROGRAM ": MPI_Init failed\n"); return 1; }
-    atexit(finalize_at_exit);
-    mpi_check(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
-    mpi_check(MPI_Comm_rank(MPI_COMM_WORLD, &rank), "MPI_Comm_rank");
-    mpi_check(MPI_Comm_size(MPI_COMM_WORLD, &nranks), "MPI_Comm_size");
+    mpi_start(&argc, &argv);
     comm_options o;
     parse_options(&o, argc, argv);
     char err[IDX_ERR_LEN] = "";

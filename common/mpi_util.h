@@ -316,4 +316,15 @@ static inline void finalize_at_exit(void) {
     MPI_Finalize();
 }
 
+/* The start of every single-threaded MPI program: MPI_Init (exit 1 with one line when it
+ * fails), MPI_Finalize at exit (finalize_at_exit), errors returned rather than fatal so
+ * that mpi_check() can name the call, and rank, nranks. */
+static void __attribute__((unused)) mpi_start(int *argc, char ***argv) {
+    if (MPI_Init(argc, argv) != MPI_SUCCESS) { fprintf(stderr, PROGRAM ": MPI_Init failed\n"); exit(1); }
+    atexit(finalize_at_exit);
+    mpi_check(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+    mpi_check(MPI_Comm_rank(MPI_COMM_WORLD, &rank), "MPI_Comm_rank");
+    mpi_check(MPI_Comm_size(MPI_COMM_WORLD, &nranks), "MPI_Comm_size");
+}
+
 #endif

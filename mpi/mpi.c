@@ -367,11 +367,7 @@ static double model_bytes(const train_options *o, int features) {
 
 #ifndef TESTING
 int main(int argc, char **argv) {
-    if (MPI_Init(&argc, &argv) != MPI_SUCCESS) { fprintf(stderr, PROGRAM ": MPI_Init failed\n"); return 1; }
-    atexit(finalize_at_exit);
-    mpi_check(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
-    mpi_check(MPI_Comm_rank(MPI_COMM_WORLD, &rank), "MPI_Comm_rank");
-    mpi_check(MPI_Comm_size(MPI_COMM_WORLD, &nranks), "MPI_Comm_size");
+    mpi_start(&argc, &argv);
     mpi_options mo;
     parse_options(&mo, argc, argv);
     train_options *o = &mo.common;

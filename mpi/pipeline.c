@@ -395,11 +395,7 @@ static void search_split(const double *cost, int L, int P, int s, int start, int
 
 #ifndef TESTING
 int main(int argc, char **argv) {
-    if (MPI_Init(&argc, &argv) != MPI_SUCCESS) { fprintf(stderr, PROGRAM ": MPI_Init failed\n"); return 1; }
-    atexit(finalize_at_exit);
-    mpi_check(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
-    mpi_check(MPI_Comm_rank(MPI_COMM_WORLD, &rank), "MPI_Comm_rank");
-    mpi_check(MPI_Comm_size(MPI_COMM_WORLD, &nranks), "MPI_Comm_size");
+    mpi_start(&argc, &argv);
     pipeline_options po;
     parse_options(&po, argc, argv);
     train_options *o = &po.common;
