@@ -761,7 +761,7 @@ model_data() {
     smoke) bench '/^\[[0-9]*\/[0-9]*\] /p' bench/comm.sh --transport shm --ranks-list 2 --csv "$results/comm.csv" --dat "$results/comm-shm.dat" -- --max-bytes 65536 --iters 20 || return 1
            bench '/^\[[0-9]*\/[0-9]*\] /p' bench/model-runs.sh --data data/mnist --train 1000 --epochs 2 --ranks "1 2" --batches 64 --serial-batches "16 64" --hybrid "" --csv "$results/model-runs.csv" || return 1 ;;
   esac
-  local cl=(bench/cluster-bench.sh --dir "$results")
+  local cl=(bench/cluster-bench.sh --dir "$results" --run-rates "1gbit 10gbit")
   [ $mode != quick ] || cl+=(--quick --rates "1gbit 10gbit")
   if [ $mode = smoke ]; then
     skip_note "$cur_step" "simulated cluster not run in --smoke (bench/cluster-bench.sh --quick: about a minute)"
@@ -774,7 +774,7 @@ model_data() {
   "$PY" scripts/model.py validate --comm "$results/comm.csv" --runs "$results/model-runs.csv" | tail -n 3 | sed 's/^/    /'
 }
 steps_model() {
-  add_step model model_data "model: bench/comm (allreduce, reduce-bcast, hierarchical, barrier) at P = 2 .. $(words "$SWEEP_RANKS" | awk '{print $NF}'), the trainer runs of the alpha-beta model (bench/model-runs.sh), and, as root with Slurm, 3 simulated hosts at 1/10/25 Gbit (bench/cluster-bench.sh) -> $results/comm.csv, $results/model-runs.csv" "comm.csv model-runs.csv comm-shm.dat comm-tcp-1gbit.dat comm-tcp-10gbit.dat comm-tcp-25gbit.dat"
+  add_step model model_data "model: bench/comm (allreduce, reduce-bcast, hierarchical, barrier) at P = 2 .. $(words "$SWEEP_RANKS" | awk '{print $NF}'), the trainer runs of the alpha-beta model (bench/model-runs.sh), and, as root with Slurm, N simulated hosts (N = the cores, 2 to 4) at 1/10/25 Gbit, trainers at 1 and 10 (bench/cluster-bench.sh) -> $results/comm.csv, $results/model-runs.csv" "comm.csv model-runs.csv comm-shm.dat comm-tcp-1gbit.dat comm-tcp-10gbit.dat comm-tcp-25gbit.dat"
 }
 
 # --- fake --- (a test hook, not a group unless PARTRAIN_TEST_FAKE_STEP=SECONDS is set:

@@ -7,7 +7,8 @@
 # shapes every link to it and runs bench/comm.sh at P = N and 2N ranks (1 and 2 per host)
 # with the transport label tcp-RATE -> DIR/comm.csv, DIR/comm-tcp-RATE.dat; at each rate
 # of --run-rates also the trainers (bench/model-runs.sh: mpi/mpi with every --sync at
-# P = N and 2N, batches 64 and 512, no serial rows) -> DIR/model-runs.csv. Ranks are
+# P = N, and 2N when this machine has 2N cores, batches 64 and 512, no serial rows) ->
+# DIR/model-runs.csv: the model is checked where every rank has a core (docs/model.md). Ranks are
 # started by Slurm: `salloc -N N scripts/mpirun.sh P` inside the controller's namespace
 # (scripts/mpirun.sh then launches with srun --mpi=pmix). The hosts share this machine's
 # cores, so ranks yield when they wait (localcluster exports mpi_yield_when_idle); the
@@ -61,6 +62,7 @@ BENCH_OWN_CPU_NS="${LC[*]} cpu-usage"
 $BENCH_OWN_CPU_NS >/dev/null 2>&1 || BENCH_OWN_CPU_NS=""
 export BENCH_OWN_CPU_NS
 salloc_launch="${LC[*]} exec ctl salloc --quiet -N $hosts scripts/mpirun.sh"
+run_ranks=$hosts; [ $((2 * hosts)) -gt "$(nproc)" ] || run_ranks+=" $((2 * hosts))"
 comm_extra=(); [ $quick = 0 ] || comm_extra=(-- --max-bytes 1048576)
 for r in $rates; do
   "${LC[@]}" rate "$r"
@@ -69,7 +71,7 @@ for r in $rates; do
     --csv "$dir/comm.csv" --dat "$dir/comm-tcp-$r.dat" "${comm_extra[@]}"
   if [[ " $run_rates " == *" $r "* ]]; then
     bench/model-runs.sh --no-serial --hybrid "" --transport "tcp-$r" --nodes "$hosts" \
-      --ranks "$hosts $((2 * hosts))" --batches "64 512" --train "$train" \
+      --ranks "$run_ranks" --batches "64 512" --train "$train" \
       --launcher "${LC[*]} exec ctl salloc --quiet -N {nodes} scripts/mpirun.sh {ranks}" --csv "$dir/model-runs.csv"
   fi
 done

@@ -2,9 +2,11 @@
 # bench/model-runs.sh — the trainer runs the alpha-beta model (scripts/model.py) is fitted
 # to and validated on, in one CSV: results/model-runs.csv.
 #
-# serial/serial (one core) at several batches (its compute time per step t(b)), then
-# mpi/mpi for every --sync variant mpi/mpi --list-variants names at each rank count and
-# batch, and hybrid/hybrid at each PxT given. Every run goes through bench_run
+# serial/serial (one core) at several batches (its compute time per step t(b)) and
+# openmp/openmp --accum reduction (hybrid's threads) at those batches for each thread count
+# of --openmp (the model's thread efficiency per batch): the model's inputs; then, what it
+# is checked against, mpi/mpi for every --sync variant mpi/mpi --list-variants names at
+# each rank count and batch, and hybrid/hybrid at each PxT given. Every run goes through bench_run
 # (bench/lib.sh: the benchmark lock, the other load measured, columns other_load_cores,
 # disturbed) and its row gets four more columns:
 #   transport,nodes,ranks_per_node,physical_cores
@@ -12,8 +14,8 @@
 # cluster all simulated hosts share). Serial rows: nodes 1, ranks_per_node 1.
 #
 # Usage: bench/model-runs.sh [--transport LABEL] [--nodes N] [--launcher PREFIX]
-#                            [--ranks "1 2 4"] [--batches "64 512"] [--hybrid "2x2"]
-#                            [--serial-batches "8 16 ... 1024"] [--no-serial]
+#                            [--ranks "1 C"] [--batches "64 512"] [--hybrid "1xC Cx1"]
+#                            [--openmp "C"] [--serial-batches "8 16 ... 1024"] [--no-serial]
 #                            [--data DIR] [--train N] [--epochs E] [--runs R] [--csv FILE]
 #                            [--tries N] [--max-other C] [--idle-wait S]
 #   --transport L   the label of the CSV's transport column, as in results/comm.csv
@@ -23,11 +25,15 @@
 #                   'scripts/mpirun.sh {ranks}', hybrid: with --bind-to-none); {ranks},
 #                   {nodes}, {per_node} are replaced, e.g. across simulated hosts
 #                   'scripts/localcluster.sh exec ctl srun --mpi=pmix -N {nodes} --ntasks-per-node={per_node}'
-#   --ranks L       mpi/mpi's rank counts (default "1 2 4"; "" for none)
+#   (C: this machine's cores, nproc; the defaults keep a core per rank x thread, the
+#   model's domain: docs/model.md)
+#   --ranks L       mpi/mpi's rank counts (default "1 C"; "" for none)
 #   --batches L     global batches of the mpi and hybrid runs (default "64 512")
-#   --hybrid L      hybrid/hybrid's PxT configurations (default "2x2"; "" for none)
-#   --serial-batches L  serial/serial's batches (default "8 16 32 64 128 256 512 1024")
-#   --no-serial     no serial runs (e.g. a second transport added to the same CSV)
+#   --hybrid L      hybrid/hybrid's PxT configurations (default "1xC Cx1"; "" for none)
+#   --openmp L      openmp/openmp's thread counts, each at every --serial-batches batch
+#                   (default: the thread counts above 1 of --hybrid; "" for none)
+#   --serial-batches L  serial/serial's (and openmp's) batches (default "8 16 32 64 128 256 512 1024")
+#   --no-serial     no serial and no openmp runs (e.g. a second transport added to the same CSV)
 #   --data DIR      data set (default data/fashion)
 #   --train N       the first N training samples (default 10000)
 #   --epochs E      epochs per run (default 3: the median is over epochs 2..E)
@@ -39,7 +45,9 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 . bench/lib.sh
 
-transport=shm nodes=1 launcher="" ranks="1 2 4" batches="64 512" hybrid="2x2"
+C=$(nproc)
+transport=shm nodes=1 launcher="" ranks="1 $C" batches="64 512" hybrid="1x$C ${C}x1" openmp="-"
+[ "$C" -gt 1 ] || { ranks=1 hybrid=1x1; }
 serial_batches="8 16 32 64 128 256 512 1024" serial=1 data=data/fashion train=10000 epochs=3 runs=1
 csv=results/model-runs.csv
 while [ $# -gt 0 ]; do
@@ -50,6 +58,7 @@ while [ $# -gt 0 ]; do
     --ranks)     [ $# -ge 2 ] || die "--ranks needs a value"; ranks=$2; shift 2 ;;
     --batches)   need_value "$@"; batches=$2; shift 2 ;;
     --hybrid)    [ $# -ge 2 ] || die "--hybrid needs a value"; hybrid=$2; shift 2 ;;
+    --openmp)    [ $# -ge 2 ] || die "--openmp needs a value"; openmp=$2; shift 2 ;;
     --serial-batches) need_value "$@"; serial_batches=$2; shift 2 ;;
     --no-serial) serial=0; shift ;;
     --data)      need_value "$@"; data=$2; shift 2 ;;
@@ -71,10 +80,16 @@ for p in $ranks; do
   [ $((p % nodes)) -eq 0 ] || [ "$p" -lt "$nodes" ] || die "--ranks $p: not a multiple of --nodes $nodes"
 done
 for pt in $hybrid; do [[ $pt =~ ^[1-9][0-9]*x[1-9][0-9]*$ ]] || die "--hybrid: not PxT: '$pt'"; done
+if [ "$openmp" = - ]; then   # hybrid's thread counts above 1, once each
+  openmp=$(for pt in $hybrid; do t=${pt#*x}; [ "$t" -lt 2 ] || echo "$t"; done | sort -un | tr '\n' ' ')
+fi
+[ "$serial" = 1 ] || openmp=""
+for t in $openmp; do [[ $t =~ ^[1-9][0-9]*$ ]] || die "--openmp: not a positive integer: '$t'"; done
 need_tools flock taskset
 [ -n "$launcher" ] || need_tools mpirun
 need_built serial/serial mpi/mpi
 [ -z "$hybrid" ] || need_built hybrid/hybrid
+[ -z "$openmp" ] || need_built openmp/openmp
 [ -d "$data" ] || die "$data missing (run: scripts/get-data.sh)"
 load_variants mpi/mpi || exit 2
 EXTRA=transport,nodes,ranks_per_node,physical_cores
@@ -112,12 +127,18 @@ common=(--data "$data" --train "$train" --epochs "$epochs" --quiet)
 ser=(env OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 taskset -c 0 serial/serial)
 ns=$([ "$serial" = 1 ] && wc -w <<<"$serial_batches" || echo 0)
 nh=$(wc -w <<<"$hybrid")
-BENCH_TOTAL=$(( runs * (ns + $(wc -w <<<"$ranks") * $(wc -w <<<"$batches") * ${#VARIANTS[@]} + nh * $(wc -w <<<"$batches")) ))
+BENCH_TOTAL=$(( runs * (ns * (1 + $(wc -w <<<"$openmp")) + $(wc -w <<<"$ranks") * $(wc -w <<<"$batches") * ${#VARIANTS[@]} + nh * $(wc -w <<<"$batches")) ))
 echo "model-runs: transport $transport, $nodes node(s), $data (first $train), $epochs epochs x $runs run(s)," \
      "$cores cores; rows -> $csv"
 for _ in $(seq 1 "$runs"); do
   if [ "$serial" = 1 ]; then
-    for b in $serial_batches; do one_run "serial b$b" 1 1 "${ser[@]}" --batch "$b" "${common[@]}"; done
+    for b in $serial_batches; do
+      one_run "serial b$b" 1 1 "${ser[@]}" --batch "$b" "${common[@]}"
+      for t in $openmp; do
+        pol=(); [ "$t" -le "$cores" ] || pol=(env OMP_WAIT_POLICY=passive)
+        one_run "openmp T=$t b$b" 1 1 "${pol[@]}" openmp/openmp --accum reduction --threads "$t" --batch "$b" "${common[@]}"
+      done
+    done
   fi
   for b in $batches; do
     for p in $ranks; do

@@ -267,8 +267,11 @@ case "$cmd" in
       [[ $RATE =~ ^([1-9][0-9]*)(kbit|mbit|gbit)$ ]] || die "rate: '$RATE' is not NUMBER followed by kbit, mbit or gbit, or off"
       num=${BASH_REMATCH[1]} unit=${BASH_REMATCH[2]}
       case $unit in kbit) bits=$((num * 1000)) ;; mbit) bits=$((num * 1000000)) ;; gbit) bits=$((num * 1000000000)) ;; esac
-      # the bucket holds 5 ms at RATE (at least 128 KiB: one GSO segment must fit)
-      burst=$(( bits / 8 / 200 )); [ $burst -ge 131072 ] || burst=131072
+      # the bucket: 200 us at RATE, at least 128 KiB (a GSO segment of 64 KiB must fit, and
+      # less than two of them does not reach the rate). Small on purpose: a link idle for a
+      # while would otherwise send a whole bucket at the veth's speed, and a message's time
+      # would depend on the traffic before it (reduce then bcast reuse each other's idle link)
+      burst=$(( bits / 8 / 5000 )); [ $burst -ge 131072 ] || burst=131072
     fi
     alive || die "the cluster is not up"
     for h in $(hosts); do

@@ -19,7 +19,8 @@ the measured runs, and projected to clusters of 1 ... 1024 nodes. Design: docs/m
 
 Inputs (read by column name; scripts/partrain.py):
   results/comm.csv       transport,op,ranks,nodes,ranks_per_node,bytes,iterations,min_us,
-                         avg_us,max_us,timestamp (bench/comm); fitted on avg_us
+                         avg_us,max_us,timestamp (bench/comm); fitted on max_us (the slowest
+                         rank, which a training step waits for)
   results/model-runs.csv the trainers' rows (common/results.h) + other_load_cores,disturbed
                          + transport,nodes,ranks_per_node,physical_cores (bench/model-runs.sh)
 Bad input (a missing file, a wrong header, no rows for a transport that is needed): one
@@ -154,11 +155,37 @@ def lsq(points, fix_beta_zero=False):
 
 
 class Fit:
-    """alpha, beta of one (transport, op), with the relative residuals of its rows"""
+    """alpha, beta of one (transport, op): one regime, or two split at a message size (the
+    library changes protocol, e.g. eager to rendezvous: small and large messages follow
+    different lines), with the relative residuals of its rows"""
 
-    def __init__(self, transport, op, alpha, beta, rows, resid, algos):
-        self.transport, self.op, self.alpha, self.beta = transport, op, alpha, beta
-        self.n, self.resid, self.algos = rows, resid, algos
+    def __init__(self, transport, op, regimes):
+        # regimes: [(lowest bytes, alpha, beta, residuals, {algo: rows})], by lowest bytes
+        self.transport, self.op, self.regimes = transport, op, regimes
+        self.alpha, self.beta = regimes[-1][1], regimes[-1][2]     # large messages: the gradients
+        self.resid = [r for reg in regimes for r in reg[3]]
+        self.n = len(self.resid)
+        self.algos = {}
+        for reg in regimes:
+            for k, v in reg[4].items():
+                self.algos[k] = self.algos.get(k, 0) + v
+
+    @property
+    def split(self):
+        """the smallest message of the large regime (None: one regime)"""
+        return self.regimes[-1][0] if len(self.regimes) > 1 else None
+
+    @property
+    def latency(self):
+        """alpha of the smallest messages"""
+        return self.regimes[0][1]
+
+    def ab(self, m):
+        """(alpha, beta) for a message of m bytes"""
+        for lo, a, b, *_ in reversed(self.regimes):
+            if m >= lo:
+                return a, b
+        return self.regimes[0][1], self.regimes[0][2]
 
     @property
     def rms(self):
@@ -167,6 +194,31 @@ class Fit:
     @property
     def worst(self):
         return max((abs(r) for r in self.resid), default=None)
+
+
+MIN_REGIME_SIZES = 3    # distinct message sizes each regime of a two-regime fit needs
+SPLIT_GAIN = 0.75       # two regimes only when they cut the squared residuals by a quarter or more
+
+
+def fit_regimes(transport, op, points, coef_fns, fix_beta_zero=False):
+    """the Fit of points (see fit_points): one alpha, beta over all message sizes, or, when
+    it cuts the squared relative residuals by a quarter or more (SPLIT_GAIN), two: below and from a split size
+    chosen among the measured sizes (each side MIN_REGIME_SIZES sizes or more)"""
+    def ss(res):
+        return sum(r * r for r in res)
+    a, b, res, algos = fit_points(points, coef_fns, fix_beta_zero)
+    best = (ss(res), [(0.0, a, b, res, algos)])
+    sizes = sorted({pt[3] for pt in points})
+    if not fix_beta_zero and len(sizes) >= 2 * MIN_REGIME_SIZES:
+        for s in sizes[MIN_REGIME_SIZES:len(sizes) - MIN_REGIME_SIZES + 1]:
+            lo = [pt for pt in points if pt[3] < s]
+            hi = [pt for pt in points if pt[3] >= s]
+            a1, b1, r1, al1 = fit_points(lo, coef_fns)
+            a2, b2, r2, al2 = fit_points(hi, coef_fns)
+            c = ss(r1) + ss(r2)
+            if c < best[0] and c <= SPLIT_GAIN * ss(res):
+                best = (c, [(0.0, a1, b1, r1, al1), (s, a2, b2, r2, al2)])
+    return Fit(transport, op, best[1])
 
 
 def fit_points(points, coef_fns, fix_beta_zero=False):
@@ -233,10 +285,12 @@ def read_comm(path):
     rows = partrain.read_csv(path, need=COMM_HEADER, errors="replace")
     out = []
     for r in rows:
-        p, t, m = partrain.num(r["ranks"]), partrain.num(r["avg_us"]), partrain.num(r["bytes"])
+        # max_us, the slowest rank: a training step waits for it (reduce-bcast's ranks differ
+        # by a whole transfer; allreduce's barely)
+        p, t, m = partrain.num(r["ranks"]), partrain.num(r["max_us"]), partrain.num(r["bytes"])
         if p is None or t is None or m is None or p < 1 or t < 0 or m < 0 or r["op"] not in OPS:
             raise BadInput(f"{path}: line {r['_line']}: not a comm row (ranks '{r['ranks']}', op '{r['op']}', "
-                           f"bytes '{r['bytes']}', avg_us '{r['avg_us']}')")
+                           f"bytes '{r['bytes']}', max_us '{r['max_us']}')")
         n = int(partrain.num(r["nodes"]) or 1)
         per = int(partrain.num(r["ranks_per_node"]) or max(1, int(p) // max(1, n)))
         out.append(dict(transport=r["transport"].strip(), op=r["op"], p=int(p), nodes=n, per_node=per,
@@ -315,10 +369,11 @@ class CommModel:
                 continue
             self.fits[(tr, op)] = self._fit(tr, op, pts)
 
-    def local(self):
-        """(alpha, beta) of shared memory: the shm allreduce fit, else the stated default"""
+    def local(self, m):
+        """(alpha, beta) of shared memory for m bytes: the shm reduce-bcast (else allreduce)
+        fit, else the stated default"""
         f = self.fits.get(("shm", "reduce-bcast")) or self.fits.get(("shm", "allreduce"))
-        return (f.alpha, f.beta) if f else (LOCAL_ALPHA_US * 1e-6, 1.0 / (LOCAL_GBYTE_S * 1e9))
+        return f.ab(m) if f else (LOCAL_ALPHA_US * 1e-6, 1.0 / (LOCAL_GBYTE_S * 1e9))
 
     def _fit(self, tr, op, pts):
         if op == "allreduce":
@@ -331,15 +386,14 @@ class CommModel:
             fns = {"dissemination": lambda p, nd, pn, m: barrier(p)}
             P = [(x["p"], x["nodes"], x["per_node"], 0.0, x["t"], 0.0) for x in pts]
         else:   # hierarchical: alpha, beta of the leaders' network, the node-local part from shm
-            loc = self.local() if tr != "shm" else None
             fns, P = {}, []
             for n, f in ALLREDUCE_ALGOS.items():
                 fns[n] = (lambda p, nd, pn, m, f=f: f(nd, m) if nd > 1 else reduce_bcast(pn, m))
             for x in pts:
-                off = cost(reduce_bcast(x["per_node"], x["m"]), *loc) if loc and x["nodes"] > 1 else 0.0
+                off = (cost(reduce_bcast(x["per_node"], x["m"]), *self.local(x["m"]))
+                       if tr != "shm" and x["nodes"] > 1 else 0.0)
                 P.append((x["p"], x["nodes"], x["per_node"], x["m"], x["t"], off))
-        a, b, resid, algos = fit_points(P, fns, fix_beta_zero=(op == "barrier"))
-        return Fit(tr, op, a, b, len(P), resid, algos)
+        return fit_regimes(tr, op, P, fns, fix_beta_zero=(op == "barrier"))
 
     def get(self, transport, op):
         """the fit used for OP on TRANSPORT: its own, else the transport's allreduce"""
@@ -357,18 +411,18 @@ class CommModel:
             return 0.0
         if sync == "reduce-bcast":
             f = self.get(transport, "reduce-bcast")
-            return cost(reduce_bcast(p, m), f.alpha, f.beta)
+            return cost(reduce_bcast(p, m), *f.ab(m))
         if sync == "hierarchical":
             f = self.get(transport, "hierarchical")
             if f.op == "hierarchical":
-                net = (f.alpha, f.beta)
-                loc = self.local() if transport != "shm" else net
+                net = f.ab(m)
+                loc = self.local(m) if transport != "shm" else net
                 if nodes <= 1:
                     return cost(reduce_bcast(per_node, m), *net)
                 return hierarchical_time(nodes, per_node, m, net, loc)
-            return allreduce_time(p, m, f.alpha, f.beta)
+            return allreduce_time(p, m, *f.ab(m))
         f = self.get(transport, "allreduce")
-        return allreduce_time(p, m, f.alpha, f.beta)
+        return allreduce_time(p, m, *f.ab(m))
 
 
 # ---------------------------------------------------------------- compute time
@@ -430,14 +484,16 @@ class Compute:
             t_full = (e - (self.a + self.c * rem if rem else 0.0)) / full if full else e
             per.setdefault(b, []).append(t_full / b)
         self.per_sample = sorted((b, partrain.median(v)) for b, v in per.items() if v)
-        self.eff = {}
+        # thread efficiency per thread count T and batch b: openmp's rows (the --accum of
+        # hybrid's threads), serial's epoch at b / (T x openmp's), CPU sharing taken out
+        eff = {}
         for r in runs:
-            if r["program"] == "openmp" and r["_v"]["threads"] > 1:
-                t = int(r["_v"]["threads"])
+            if r["program"] == "openmp" and r["_v"]["threads"] > 1 and r["variant"] == "reduction":
+                t, b = int(r["_v"]["threads"]), int(r["_v"]["batch"])
                 e = r["_v"]["epoch_seconds_median"] / share_of(1, t, r["_v"]["physical_cores"], other_load(r))
-                ideal = self.epoch_serial(int(r["_v"]["train_n"]), int(r["_v"]["batch"])) / t
-                self.eff.setdefault(t, []).append(ideal / e)
-        self.eff = {t: partrain.median(v) for t, v in self.eff.items()}
+                ideal = self.epoch_serial(int(r["_v"]["train_n"]), b) / t
+                eff.setdefault(t, {}).setdefault(b, []).append(ideal / e)
+        self.eff = {t: sorted((b, partrain.median(v)) for b, v in bs.items()) for t, bs in eff.items()}
         self.overlap_pairs = overlap_pairs(runs)
         self.hidden = partrain.median(h for *_, h in self.overlap_pairs) if self.overlap_pairs else 0.0
 
@@ -464,13 +520,25 @@ class Compute:
         full, rem = steps_of(n, b)
         return full * self.t_step(b) + (self.t_step(rem) if rem else 0.0)
 
-    def thread_eff(self, t, default):
-        """(efficiency of T threads, where it comes from)"""
+    def thread_eff(self, t, default, b=None):
+        """(efficiency of T threads sharing a batch of b rows, where it comes from): openmp's
+        measured batches interpolated in log b (the nearest one outside them)"""
         if t <= 1:
             return 1.0, "one thread"
-        if t in self.eff:
-            return self.eff[t], f"openmp rows at T = {t}"
-        return default, f"stated --thread-eff {default:g} (no openmp rows at T = {t})"
+        pts = self.eff.get(t)
+        if not pts:
+            return default, f"stated --thread-eff {default:g} (no openmp rows at T = {t})"
+        src = f"openmp rows at T = {t}"
+        if b is None or len(pts) == 1:
+            return (pts[0][1] if len(pts) == 1 else partrain.median(e for _, e in pts)), src
+        if b <= pts[0][0]:
+            return pts[0][1], src
+        if b >= pts[-1][0]:
+            return pts[-1][1], src
+        for (b0, e0), (b1, e1) in zip(pts, pts[1:]):
+            if b0 <= b <= b1:
+                return e0 + math.log(b / b0) / math.log(b1 / b0) * (e1 - e0), src
+        return pts[-1][1], src
 
 
 def overlap_pairs(runs):
@@ -494,12 +562,25 @@ def overlap_pairs(runs):
 def predict(cm, comp, program, sync, transport, ranks, threads, nodes, per_node, cores, batch, train_n, m,
             other=0.0, thread_eff=0.85, hidden=None):
     """(epoch seconds, comm seconds per epoch) of one configuration"""
-    eff, _ = comp.thread_eff(threads, thread_eff)
     share = share_of(ranks, threads, cores, other)
     full, rem = steps_of(train_n, batch)
 
     def step(rows):
         per_rank = math.ceil(rows / ranks)
+        if program == "mpi" and sync == "shm":
+            # a node's ranks share one model in a window, summing slices like openmp's
+            # threads (--accum reduction): the node's step is openmp's at T = its ranks,
+            # whatever it loses to the ideal split counted as exchange; the node sums
+            # are then allreduced among the nodes
+            node_rows = math.ceil(rows / nodes)
+            eff, _ = comp.thread_eff(per_node, thread_eff, node_rows)
+            t_node = comp.t_step(node_rows) / (per_node * eff) * share
+            t_comp = comp.t_step(per_rank) * share
+            t_comm = max(0.0, t_node - t_comp)
+            if nodes > 1:
+                t_comm += allreduce_time(nodes, m, *cm.get(transport, "allreduce").ab(m))
+            return t_comp, t_comm
+        eff, _ = comp.thread_eff(threads, thread_eff, per_rank)
         t_comp = comp.t_step(per_rank) / (threads * eff) * share
         t_comm = cm.sync_time(sync if program == "mpi" else ("reduce-bcast" if sync == "reduce-bcast" else "allreduce"),
                               transport, ranks, nodes, per_node, m) if ranks > 1 else 0.0
@@ -527,7 +608,7 @@ def validation(cm, comp, runs, thread_eff):
     """[(label, transport, pred epoch, meas epoch, err, pred comm, meas comm, comm err, runs, disturbed)]"""
     groups = {}
     for r in runs:
-        if r["program"] not in ("mpi", "hybrid", "openmp"):
+        if r["program"] not in ("mpi", "hybrid"):    # serial and openmp rows are the model's inputs
             continue
         v = r["_v"]
         k = (r["program"], r["variant"], r["transport"], int(v["ranks"]), int(v["threads"]), int(v["nodes"]),
@@ -541,11 +622,11 @@ def validation(cm, comp, runs, thread_eff):
         me = partrain.col_median(rs, "epoch_seconds_median")
         mc = partrain.col_median(rs, "comm_seconds")
         oth = partrain.median(other_load(r) for r in rs) or 0.0
-        sync = variant if program in ("mpi", "hybrid") else "allreduce"
+        sync = variant
         pe, pc = predict(cm, comp, program, sync, tr, p, t, n, pn, cores, b, tn, grad_bytes(img, hid), oth,
                          thread_eff)
         err = pe / me - 1.0 if me else None
-        cerr = pc / mc - 1.0 if mc else None
+        cerr = pc / mc - 1.0 if mc and p > 1 else None     # one rank: nothing to exchange
         label = f"{program} {variant} P={p}" + (f" T={t}" if t > 1 else "") + f" B={b}"
         out.append(dict(label=label, transport=tr, nodes=n, pred=pe, meas=me, err=err, pred_comm=pc,
                         shares_cores=p * t > cores,
@@ -565,8 +646,12 @@ class Cluster:
         self.comp, self.cores, self.E, self.gpu = comp, cores, thread_eff, gpu_rate
         self.alpha, self.train_n = alpha_us * 1e-6, train_n
         self.m = m if m is not None else grad_bytes(28, "256x128")
-        self.local = cm.local() if cm else (LOCAL_ALPHA_US * 1e-6, 1.0 / (LOCAL_GBYTE_S * 1e9))
+        self.cm = cm
         self.hidden = comp.hidden if hidden is None else hidden
+
+    def local(self, m):
+        """(alpha, beta) of shared memory inside a node for m bytes"""
+        return self.cm.local(m) if self.cm else (LOCAL_ALPHA_US * 1e-6, 1.0 / (LOCAL_GBYTE_S * 1e9))
 
     def programs(self):
         return ("gpu",) if self.gpu else ("mpi", "hybrid")
@@ -577,6 +662,7 @@ class Cluster:
     def comm_step(self, algo, program, nodes, m, gbit, t_comp=0.0):
         """seconds of one gradient exchange of m bytes"""
         net = (self.alpha, 8.0 / (gbit * 1e9))
+        local = self.local(m)
         per = self.cores if program == "mpi" else 1
         p = nodes * per
         if p <= 1:
@@ -584,9 +670,9 @@ class Cluster:
         # a flat algorithm runs at the slowest link it crosses: with several ranks per node
         # some of its hops stay inside a node, so it is never faster than shared memory
         if nodes == 1:
-            ab = self.local
+            ab = local
         elif per > 1:
-            ab = (max(net[0], self.local[0]), max(net[1], self.local[1]))
+            ab = (max(net[0], local[0]), max(net[1], local[1]))
         else:
             ab = net
         if algo == "ring":
@@ -596,7 +682,7 @@ class Cluster:
         if algo == "reduce-bcast":
             return cost(reduce_bcast(p, m), *ab)
         if algo == "hierarchical":
-            return hierarchical_time(nodes, per, m, net, self.local)
+            return hierarchical_time(nodes, per, m, net, local)
         if algo == "overlap":
             t = allreduce_time(p, m, *ab)
             return t - min(self.hidden * t, BACKWARD_SHARE * t_comp)
@@ -748,14 +834,25 @@ def project(cl, outdir, cm):
 # ---------------------------------------------------------------- text output
 
 
+def size_range(fit, i):
+    """the message sizes of regime i of a fit, in words"""
+    if len(fit.regimes) == 1:
+        return "all"
+    lo = fit.regimes[i][0]
+    return f"<{int(fit.regimes[1][0])}B" if i == 0 else f">={int(lo)}B"
+
+
 def fit_lines(cm, comp):
     out = [f"{'transport':<12} {'op':<13} {'alpha_us':>10} {'beta_ns/B':>10} {'GB/s':>8} {'rows':>5} "
-           f"{'rms_resid':>9} {'max_resid':>9}  algorithms"]
+           f"{'rms_resid':>9} {'max_resid':>9} {'bytes':>10}  algorithms"]
     for (tr, op), f in sorted(cm.fits.items()):
-        gbs = 1e-9 / f.beta if f.beta > 0 else None
-        out.append(f"{tr:<12} {op:<13} {f.alpha * 1e6:>10.3f} {f.beta * 1e9:>10.4f} "
-                   f"{(f'{gbs:.2f}' if gbs else '-'):>8} {f.n:>5} {f.rms:>9.1%} {f.worst:>9.1%}  "
-                   + ", ".join(f"{k} {v}" for k, v in sorted(f.algos.items())))
+        for i, (lo, a, b, res, algos) in enumerate(f.regimes):
+            gbs = 1e-9 / b if b > 0 else None
+            rms = math.sqrt(sum(r * r for r in res) / len(res)) if res else 0.0
+            worst = max((abs(r) for r in res), default=0.0)
+            out.append(f"{tr:<12} {op:<13} {a * 1e6:>10.3f} {b * 1e9:>10.4f} "
+                       f"{(f'{gbs:.2f}' if gbs else '-'):>8} {len(res):>5} {rms:>9.1%} {worst:>9.1%} "
+                       f"{size_range(f, i):>10}  " + ", ".join(f"{k} {v}" for k, v in sorted(algos.items())))
     if comp:
         out.append("")
         out.append(f"compute: t_step(b) = {comp.a * 1e3:.4f} ms + {comp.c * 1e6:.4f} us * b per core ({comp.form}); "
@@ -766,7 +863,8 @@ def fit_lines(cm, comp):
                                        "measured mpi overlap/allreduce pairs)" if comp.overlap_pairs else
                                        "nothing: no mpi overlap/allreduce pair measured"))
         if comp.eff:
-            out.append("thread efficiency (openmp rows): " + ", ".join(f"T={t} {e:.2f}" for t, e in sorted(comp.eff.items())))
+            out.append("thread efficiency (openmp rows, per thread count at each measured batch): " + "; ".join(
+                f"T={t} " + ", ".join(f"b={b} {e:.2f}" for b, e in pts) for t, pts in sorted(comp.eff.items())))
     return out
 
 

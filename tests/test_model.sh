@@ -5,9 +5,12 @@
 # time per step t(b) = a + c*b, with the closed forms written out again in this file (not
 # imported from model.py): comm.csv rows of allreduce (the faster of ring and recursive
 # doubling), reduce-bcast (two binomial trees), barrier and hierarchical, and
-# model-runs.csv rows of serial (several batches), openmp, mpi (allreduce, reduce-bcast,
-# overlap with a known hidden share, hierarchical, one oversubscribed) and hybrid. Checks:
-# `fit` recovers every alpha, beta and a, c within 1 %; `validate` predicts every
+# model-runs.csv rows of serial (several batches), openmp (two batches), mpi (allreduce, reduce-bcast,
+# overlap with a known hidden share, hierarchical, shm as openmp's threads, one
+# oversubscribed) and hybrid. Checks:
+# `fit` recovers every alpha, beta and a, c within 1 % (two regimes where the fixture
+# changes protocol at 64 KiB, one elsewhere) and the thread efficiency per batch; `validate`
+# (hybrid's threads at an interpolated efficiency) predicts every
 # configuration's epoch and comm seconds within 1 % (they are the closed forms); the
 # projection's .dat files exist (and plot.sh draws model.png from them when gnuplot is here), efficiency at a fixed global batch falls with the nodes,
 # the ring's exchange time at fixed bytes grows with P, and efficiency is 1 at one node;
@@ -50,7 +53,7 @@ with open(os.path.join(d, "comm.csv"), "w", newline="") as f:
                 m = 4 * 4 ** k
                 for op, t in (("allreduce", allreduce(p, m, a, b) if p > 1 else 1e-7),
                               ("reduce-bcast", redbc(p, m, a, b) if p > 1 else 1e-7)):
-                    w.writerow([tr, op, p, n, l, m, 100, t * 0.9e6, t * 1e6, t * 1.1e6, "2026-01-01T00:00:00Z"])
+                    w.writerow([tr, op, p, n, l, m, 100, t * 0.9e6, t * 0.95e6, t * 1e6, "2026-01-01T00:00:00Z"])
             if p > 1:
                 t = lg(p) * a
                 w.writerow([tr, "barrier", p, n, l, 0, 100, t * 1e6, t * 1e6, t * 1e6, "2026-01-01T00:00:00Z"])
@@ -60,6 +63,13 @@ with open(os.path.join(d, "comm.csv"), "w", newline="") as f:
                 m = 4 * 4 ** k
                 t = hier(n, l, m, (a, b), TRUE["shm"]) if tr != "shm" else redbc(p, m, a, b)
                 w.writerow([tr, "hierarchical", p, n, l, m, 100, t * 1e6, t * 1e6, t * 1e6, "2026-01-01T00:00:00Z"])
+    # two regimes (a protocol change at 64 KiB): below (20 us, 2 ns/B), from it (60 us, 0.5 ns/B)
+    for p in (2, 4, 8):
+        for k in range(0, 12):
+            m = 4 * 4 ** k
+            a, b = (20e-6, 2e-9) if m < 65536 else (60e-6, 0.5e-9)
+            t = allreduce(p, m, a, b)
+            w.writerow(["tcp-1gbit", "allreduce", p, p, 1, m, 100, t * 0.9e6, t * 0.95e6, t * 1e6, "2026-01-01T00:00:00Z"])
 cols = os.environ["HEADER"].split(",") + ["other_load_cores", "disturbed", "transport", "nodes", "ranks_per_node",
                                            "physical_cores"]
 N = 10000
@@ -69,7 +79,8 @@ def epoch(B, P, thr=1, eff=1.0, share=1.0, comm=lambda rows, tc: 0.0):
     tot = cm = 0.0
     for rows, k in ((B, full), (rem, 1 if rem else 0)):
         if k:
-            tc = t(math.ceil(rows / P)) / (thr * eff) * share
+            e = eff(math.ceil(rows / P)) if callable(eff) else eff
+            tc = t(math.ceil(rows / P)) / (thr * e) * share
             tm = comm(rows, tc)
             tot += k * (tc + tm); cm += k * tm
     return tot, cm
@@ -86,6 +97,9 @@ for B in (8, 16, 32, 64, 128, 256, 512, 1024):
     row("serial", "own-gemm", 1, 1, B, *epoch(B, 1))
 # a serial row measured with 1 core of other load on 1 physical core: twice as slow
 row("serial", "own-gemm", 1, 1, 100, epoch(100, 1)[0] * 2, 0, cores=1, other=1.0)
+# thread efficiency per batch: 0.55 at 64, 0.75 at 256 (hybrid's 2x4 at 256: a rank's 128
+# rows, halfway in log b: 0.65)
+row("openmp", "reduction", 1, 4, 64, *epoch(64, 1, 4, 0.55))
 row("openmp", "reduction", 1, 4, 256, *epoch(256, 1, 4, 0.75))
 net, shm = TRUE["tcp-10gbit"], TRUE["shm"]
 ar = lambda P, pr=net: (lambda rows, tc: allreduce(P, M, *pr))
@@ -97,7 +111,14 @@ e_ar, c_ar = epoch(512, 4, comm=ar(4))
 row("mpi", "overlap", 4, 1, 512, *epoch(512, 4, comm=lambda rows, tc: allreduce(4, M, *net) * 0.6), tr="tcp-10gbit", n=4)
 row("mpi", "hierarchical", 8, 1, 256, *epoch(256, 8, comm=lambda rows, tc: hier(4, 2, M, net, shm)), tr="tcp-10gbit",
     n=4, l=2)
-row("hybrid", "allreduce", 2, 4, 256, *epoch(256, 2, 4, 0.75, comm=ar(2)), tr="tcp-10gbit", n=2)
+def eff4(b):   # openmp's T = 4 rows, interpolated in log b, the nearest outside them
+    return 0.55 if b <= 64 else 0.75 if b >= 256 else 0.55 + 0.2 * math.log(b / 64) / math.log(4)
+row("hybrid", "allreduce", 2, 4, 256, *epoch(256, 2, 4, eff4, comm=ar(2)), tr="tcp-10gbit", n=2)
+# mpi --sync shm, 4 ranks in one node's window: openmp's step at T = 4; the exchange is
+# what it loses to 4 ranks' ideal split
+e_shm = epoch(256, 1, 4, eff4)[0]
+c_shm = sum(k * (t(r) / (4 * eff4(r)) - t(math.ceil(r / 4))) for r, k in ((256, N // 256), (N % 256, 1)) if k and r)
+row("mpi", "shm", 4, 1, 256, e_shm, c_shm, l=4)
 with open(os.path.join(d, "model-runs.csv"), "w", newline="") as f:
     w = csv.writer(f); w.writerow(cols); w.writerows(rows)
 EOF
@@ -126,13 +147,22 @@ line=$(grep '^compute:' "$TMP/fit")
 check "fit recovers t(b) = 0.2 ms + 30 us * b within 1 % (CPU sharing of the loaded serial row taken out)" "line: $line" \
   awk -v l="$line" 'BEGIN { split(l, w, " "); a = w[4]; c = w[7]; exit !((a - 0.2) ^ 2 <= 0.002 ^ 2 && (c - 30) ^ 2 <= 0.3 ^ 2) }'
 check "fit: overlap hides 40 % (the measured pair)" "$(grep overlap "$TMP/fit")" grep -q 'overlap hides 40%' "$TMP/fit"
-check "fit: thread efficiency 0.75 from the openmp rows" "$(grep 'thread eff' "$TMP/fit")" grep -q 'T=4 0.75' "$TMP/fit"
+check "fit: thread efficiency per batch from the openmp rows (0.55 at 64, 0.75 at 256)" "$(grep 'thread eff' "$TMP/fit")" \
+  grep -q 'T=4 b=64 0.55, b=256 0.75' "$TMP/fit"
+two=$(awk '$1 == "tcp-1gbit" && $2 == "allreduce"' "$TMP/fit")
+check "fit: two regimes where the protocol changes: (20 us, 2 ns/B) below 64 KiB, (60 us, 0.5 ns/B) from it, within 1 %" "$two" \
+  awk '$1 == "tcp-1gbit" && $2 == "allreduce" { n++
+         if ($9 == "<65536B") lo = ($3 - 20) ^ 2 <= 0.2 ^ 2 && ($4 - 2) ^ 2 <= 0.02 ^ 2
+         if ($9 == ">=65536B") hi = ($3 - 60) ^ 2 <= 0.6 ^ 2 && ($4 - 0.5) ^ 2 <= 0.005 ^ 2 }
+       END { exit !(n == 2 && lo && hi) }' "$TMP/fit"
+check "fit: one regime where one line fits (shm allreduce)" "$(grep -E '^shm +allreduce' "$TMP/fit")" \
+  bash -c "[ \$(grep -cE '^shm +allreduce .* all  ' '$TMP/fit') = 1 ]"
 
 # ---------------------------------------------------------------- validate
 m validate --comm "$D/comm.csv" --runs "$D/model-runs.csv" >"$TMP/val" 2>"$TMP/val.err"; rc=$?
 check "validate exits 0" "exit $rc: $(head -c 300 "$TMP/val.err")" [ $rc = 0 ]
 n=$(grep -cE '^(mpi|hybrid|openmp) ' "$TMP/val")
-check "validate: one line per configuration (7)" "got $n: $(cat "$TMP/val")" [ "$n" = 7 ]
+check "validate: one line per mpi and hybrid configuration (7; openmp and serial rows are its inputs)" "got $n: $(cat "$TMP/val")" [ "$n" = 7 ]
 bad=$(awk '/^(mpi|hybrid|openmp) / { e = $(NF-4); c = $(NF-1); sub(/%/, "", e); sub(/%/, "", c)
           if (e + 0 > 1 || e + 0 < -1 || (c != "-" && (c + 0 > 1 || c + 0 < -1))) print }' "$TMP/val")
 check "validate: every predicted epoch and comm time equals the closed form (|error| <= 1 %)" "$bad" [ -z "$bad" ]
@@ -217,7 +247,7 @@ check "report with model data: exit 0, no traceback" "exit $rc: $(grep -m1 -A5 T
   bash -c "[ $rc = 0 ] && ! grep -q Traceback '$TMP/R.err'"
 sec "$TMP/R.md" >"$TMP/sec"
 check "report: the fitted alpha, beta table (tcp-10gbit allreduce 40.00 us)" "$(head -n 20 "$TMP/sec")" \
-  grep -qE '^\| tcp-10gbit \| allreduce \| 40\.00 \| 0\.9000 \|' "$TMP/sec"
+  grep -qE '^\| tcp-10gbit \| allreduce \| all \| 40\.00 \| 0\.9000 \|' "$TMP/sec"
 check "report: the validation table and its max |error|" "$(grep -n 'max' "$TMP/sec")" \
   bash -c "grep -qF '| mpi overlap P=4 B=512 | tcp-10gbit |' '$TMP/sec' && grep -qF 'max |error| **0.0%**' '$TMP/sec'"
 check "report: the batch for 80 % efficiency at 16, 128 and 1024 nodes" "$(grep -E '^\| (16|128|1024) \|' "$TMP/sec")" \
@@ -231,7 +261,7 @@ check "report without comm.csv: 'not measured: run bench/comm.sh'" "$(sec "$TMP/
   bash -c "sec() { awk '/^## Performance model\$/ { f = 1; next } f && /^## / { exit } f' \"\$1\"; }; sec '$TMP/E.md' | grep -q '^not measured: run bench/comm.sh'"
 
 # ---------------------------------------------------------------- bench/model-runs.sh usage errors
-for args in "--ranks 3 --nodes 2" "--hybrid 2y2" "--epochs 1" "--transport a/b" "--bogus"; do
+for args in "--ranks 3 --nodes 2" "--hybrid 2y2" "--openmp x" "--epochs 1" "--transport a/b" "--bogus"; do
   # shellcheck disable=SC2086
   bench/model-runs.sh $args >"$TMP/o" 2>"$TMP/e"; rc=$?
   check "bench/model-runs.sh $args: exit 2 with one line" "exit $rc: $(cat "$TMP/e")" \

@@ -40,7 +40,11 @@ def model(d):
                f"({comp.form}; residuals {', '.join(f'b = {b}: {r:+.1%}' for b, r in comp.resid)}). "
                + (f"`--sync overlap` hid {comp.hidden:.0%} of the allreduce in the trainers' runs (median of "
                   f"{len(comp.overlap_pairs)} overlap/allreduce pairs); the model hides no more than that."
-                  if comp.overlap_pairs else "No overlap/allreduce pair was measured: the model's overlap hides nothing."))
+                  if comp.overlap_pairs else "No overlap/allreduce pair was measured: the model's overlap hides nothing.")
+               + (" Thread efficiency (serial's step / (T × openmp `--accum reduction`'s), the threads of hybrid, "
+                  "interpolated in the rank's batch): " + "; ".join(
+                      f"T = {t}: " + ", ".join(f"b = {b}: {e:.2f}" for b, e in pts) for t, pts in sorted(comp.eff.items()))
+                  + "." if comp.eff else " No openmp rows: hybrid's threads get the stated efficiency 0.85."))
     if cm and comp:
         validate(d, cm, comp, runs)
     if comp:
@@ -51,17 +55,38 @@ def fits(d, cm):
     d.add("### Fitted α, β (Hockney: a message of m bytes costs α + β·m)", "")
     body = []
     for (tr, op), f in sorted(cm.fits.items()):
-        body.append([tr, op, f"{f.alpha * 1e6:.2f}", f"{f.beta * 1e9:.4f}",
-                     f"{1e-9 / f.beta:.2f}" if f.beta > 0 else "–", str(f.n), f"{f.rms:.1%}", f"{f.worst:.1%}",
-                     ", ".join(f"{k} {v}" for k, v in sorted(f.algos.items()))])
-    d.table(["transport", "op", "α (µs)", "β (ns/byte)", "GB/s", "rows", "rms residual", "max residual",
-             "rows per algorithm"], body)
-    d.para(f"Fitted on `avg_us` of the rows with 2 to {cm.cores} ranks (a core per rank, as on a cluster; rows with "
-           f"more ranks than the {cm.cores} cores are used only where a transport has no others"
-           + (f": {', '.join(f'{a} {b}' for a, b in cm.shared)}" if cm.shared else "") + "), minimising the relative residuals; "
+        for k, (lo, a, b, res, algos) in enumerate(f.regimes):
+            rms = (sum(r * r for r in res) / len(res)) ** 0.5 if res else 0.0
+            body.append([tr, op, sizes(f, k), f"{a * 1e6:.2f}", f"{b * 1e9:.4f}",
+                         f"{1e-9 / b:.2f}" if b > 0 else "–", str(len(res)), f"{rms:.1%}",
+                         f"{max((abs(r) for r in res), default=0.0):.1%}",
+                         ", ".join(f"{n} {v}" for n, v in sorted(algos.items()))])
+    d.table(["transport", "op", "messages", "α (µs)", "β (ns/byte)", "GB/s", "rows", "rms residual",
+             "max residual", "rows per algorithm"], body)
+    d.para(f"Fitted on `max_us` (the slowest rank, which a training step waits for) of the rows with at most "
+           f"{cm.cores} ranks (a core per rank, as on a cluster; rows with more ranks than the {cm.cores} cores are "
+           "used only where a transport has no others"
+           + (f": {', '.join(f'{a} {b}' for a, b in cm.shared)}" if cm.shared else "") + "), minimising the relative "
+           "residuals; where one line leaves large residuals because the library changes protocol with the message "
+           f"size (eager to rendezvous), two are fitted, below and from a split size chosen from the data (when they "
+           f"cut the squared residuals by {1 - M.SPLIT_GAIN:.0%} or more); the gradients use the large-message line. "
            "`allreduce` is fitted as the faster of ring and recursive doubling per row (as the library picks), "
            "`reduce-bcast` as two binomial trees, `barrier` as ⌈log₂P⌉·α, `hierarchical` as the leaders' "
            "allreduce with the node-local part taken from the shm fit.")
+
+
+def sizes(f, k):
+    if len(f.regimes) == 1:
+        return "all"
+    split = int(f.regimes[1][0])
+    return f"< {human(split)}" if k == 0 else f"≥ {human(split)}"
+
+
+def human(n):
+    for unit, div in (("MiB", 2 ** 20), ("KiB", 2 ** 10)):
+        if n >= div and n % div == 0:
+            return f"{n // div} {unit}"
+    return f"{n:,} B"
 
 
 def validate(d, cm, comp, runs):
@@ -72,7 +97,7 @@ def validate(d, cm, comp, runs):
         d.para(f"not usable: {e}")
         return
     if not val:
-        d.para("model-runs.csv has no mpi, hybrid or openmp rows to predict.")
+        d.para("model-runs.csv has no mpi or hybrid rows to predict.")
         return
     body = []
     for v in val:
@@ -107,7 +132,7 @@ def projection(d, cm, comp):
           else "not drawn: plots/model.png missing (make plots draws it from the CSVs; gnuplot needed)", "")
     cl_ib = M.Cluster(comp, cm, alpha_us=M.ALPHA_IB_US)
     cl_tcp = M.Cluster(comp, cm, alpha_us=M.ALPHA_TCP_US)
-    fitted = ", ".join(f"{tr} {f.alpha * 1e6:.1f} µs" for (tr, op), f in sorted(cm.fits.items()) if op == "allreduce") \
+    fitted = ", ".join(f"{tr} {f.latency * 1e6:.1f} µs" for (tr, op), f in sorted(cm.fits.items()) if op == "allreduce") \
         if cm else "none (no comm.csv)"
     d.para(f"A node is {cl_ib.cores} cores at the measured per-core rate (mpi: {cl_ib.cores} ranks per node; hybrid: one "
            f"rank of {cl_ib.cores} threads at a stated efficiency {cl_ib.E:g}); 60000 samples per epoch, the default "
