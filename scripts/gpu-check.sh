@@ -41,7 +41,7 @@
 # Exit status: 0 every check passed, 1 one failed (FAIL rows), 2 usage, missing
 # prerequisite, data or build error, 3 no usable GPU.
 set -uo pipefail   # no -e: a failing run is a FAIL row, not the end of the script
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 . bench/lib.sh    # load_variants
 
 BIN=cuda/cuda KERNELS="" EPOCHS=6 RUNS=3 OUT=results/gpu STOP=""
