@@ -108,7 +108,7 @@ SERIAL_LIBS = $(if $(HAVE_BLAS),-lopenblas)
 
 PROGRAMS = serial/serial openmp/openmp mpi/mpi mpi/pipeline hybrid/hybrid cuda/cuda cnn/cnn bench/comm
 
-.PHONY: all test data plots clean report cuda cuda-emu cuda-mpi hybrid comm
+.PHONY: all test data gpu-bundle plots clean report cuda cuda-emu cuda-mpi hybrid comm
 all: report
 
 # the CPU trainers this machine can build (make cpu: these alone, no CUDA)
@@ -326,6 +326,11 @@ endif
 
 data:
 	@scripts/get-data.sh
+
+# data/ as real files (no symlinks into system packages), within what the device tool
+# carries: for scripts/gpu-check.sh on an offline GPU machine (docs/cuda.md)
+gpu-bundle:
+	@scripts/gpu-bundle.sh
 
 # every figure from the CSVs alone (scripts/plot.sh; RESULTS/PLOTS below pick another run)
 plots:

@@ -101,15 +101,18 @@ static void cuda_check(cudaError_t rc, const char *call, int line) {
 }
 #define CUDA(call) cuda_check((call), #call, __LINE__)
 
-/* LAUNCH(kernel, grid, block, args...): the one way kernels are started, checked at once
- * (configuration errors; faults during the run surface at the next synchronising call). */
+/* LAUNCH(kernel, grid, block, args...): the one way kernels are started, on work_stream,
+ * checked at once (configuration errors; faults during the run surface at the next
+ * synchronising call). work_stream is the legacy stream 0, or with --graph a created
+ * stream (a capture needs one; the legacy stream cannot be captured). */
+static cudaStream_t work_stream = 0;
 #ifdef CUDA_EMU
 #define LAUNCH(kernel, grid, block, ...) do { \
-        emu::launch(#kernel, (grid), (block), kernel, __VA_ARGS__); \
+        emu::launch(#kernel, work_stream, (grid), (block), kernel, __VA_ARGS__); \
         cuda_check(cudaGetLastError(), "launch of " #kernel, __LINE__); } while (0)
 #else
 #define LAUNCH(kernel, grid, block, ...) do { \
-        kernel<<<(grid), (block)>>>(__VA_ARGS__); \
+        kernel<<<(grid), (block), 0, work_stream>>>(__VA_ARGS__); \
         cuda_check(cudaGetLastError(), "launch of " #kernel, __LINE__); } while (0)
 #endif
 
@@ -147,6 +150,7 @@ typedef struct {
     train_options common;
     int kernel;                 /* --kernel naive|tiled|cublas */
     int tile;                   /* --tile 16|32 (tiled) */
+    int graph;                  /* --graph: one epoch's launches captured once, replayed */
 } cuda_options;
 
 static void usage(void) {
@@ -161,7 +165,10 @@ static void usage(void) {
     printf("CUDA:\n"
            "  --kernel NAME         matrix products: naive (one thread per element, global\n"
            "                        memory), tiled (shared-memory tiles), cublas%s [tiled]\n"
-           "  --tile 16|32          tile side of --kernel tiled (16x16 or 32x32 threads) [16]\n",
+           "  --tile 16|32          tile side of --kernel tiled (16x16 or 32x32 threads) [16]\n"
+           "  --graph               capture one epoch's launches once as a CUDA graph and replay\n"
+           "                        it every epoch (fewer launches; results bit-identical; CSV\n"
+           "                        variant NAME+graph; not in the MPI builds)\n",
 #ifdef CUDA_EMU
            " (not in the CPU emulation build)"
 #else
@@ -181,6 +188,7 @@ static void parse_options(cuda_options *o, int argc, char **argv) {
     options_defaults(&o->common);
     o->kernel = KERNEL_TILED;
     o->tile = 16;
+    o->graph = 0;
 #ifdef USE_MPI
     int saved = -1;
     if (rank != 0) {
@@ -212,6 +220,7 @@ static void parse_options(cuda_options *o, int argc, char **argv) {
             o->tile = atoi(v);
             continue;
         }
+        if (!strcmp(argv[i], "--graph")) { o->graph = 1; continue; }
         if (watchdog_parse(PROGRAM, argc, argv, &i)) continue;
         if (options_parse_common(&o->common, PROGRAM, argc, argv, &i)) continue;
         options_die(PROGRAM, "unknown option '%s'", argv[i]);
@@ -220,6 +229,13 @@ static void parse_options(cuda_options *o, int argc, char **argv) {
     if (o->common.checkpoint || o->common.resume || o->common.checkpoint_every)
         options_die(PROGRAM, "%s: cuda does not checkpoint (the CPU trainers do)",
                     o->common.resume ? "--resume" : o->common.checkpoint ? "--checkpoint" : "--checkpoint-every");
+#ifdef USE_MPI
+    /* every step copies the gradient sums to the host and calls MPI_Allreduce: host work
+     * between the launches, which a graph cannot hold */
+    if (o->graph)
+        options_die(PROGRAM, "--graph: the MPI build exchanges the gradients through the host every step, "
+                             "which a CUDA graph cannot capture (use cuda/cuda for --graph)");
+#endif
 #ifdef USE_MPI
     if (saved >= 0) { fflush(stderr); dup2(saved, 2); close(saved); }
 #endif
@@ -285,7 +301,7 @@ __device__ static inline void store_result(float *C, int ldc, int i, int j, floa
 
 /* naive: thread (i, j) reads row i of op(A) and column j of op(B) from global memory,
  * 2K loads for 2K FLOP; neighbouring threads share nothing except through the caches. */
-__global__ void matmul_naive(int M, int N, int K, const float *__restrict__ A, int a_row, int a_col,
+__global__ void __launch_bounds__(16 * 16) matmul_naive(int M, int N, int K, const float *__restrict__ A, int a_row, int a_col,
                              const float *__restrict__ B, int b_row, int b_col, float *C, int ldc, epilogue e) {
     int i = blockIdx.y * blockDim.y + threadIdx.y, j = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= M || j >= N) return;
@@ -310,7 +326,7 @@ __global__ void matmul_naive(int M, int N, int K, const float *__restrict__ A, i
  * emulation test catches the race). The last step may be a partial tile: its products
  * stop at K (no padded zero terms), so the sum is serial's fmaf chain exactly. */
 template <int TILE>
-__global__ void matmul_tiled(int M, int N, int K, const float *__restrict__ A, int a_row, int a_col,
+__global__ void __launch_bounds__(TILE * TILE) matmul_tiled(int M, int N, int K, const float *__restrict__ A, int a_row, int a_col,
                              const float *__restrict__ B, int b_row, int b_col, float *C, int ldc, epilogue e) {
     __shared__ float As[TILE][TILE + 1];   /* As[r][k]: rows of this block's C tile, a step of K */
     __shared__ float Bs[TILE][TILE + 1];   /* Bs[k][c] */
@@ -341,7 +357,7 @@ __global__ void matmul_tiled(int M, int N, int K, const float *__restrict__ A, i
 }
 
 /* the epilogue alone, after cuBLAS (as serial's matmul_blas does after cblas_sgemm) */
-__global__ void epilogue_kernel(int M, int N, float *C, int ldc, epilogue e) {
+__global__ void __launch_bounds__(THREADS) epilogue_kernel(int M, int N, float *C, int ldc, epilogue e) {
     long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (idx >= (long)M * N) return;
     int i = (int)(idx / N), j = (int)(idx % N);
@@ -384,7 +400,7 @@ static void matmul(int M, int N, int K, const float *A, int a_row, int a_col,
                    const float *B, int b_row, int b_col, float *C, int ldc, const epilogue *e) {
     if (M == 0 || N == 0) return;   /* an MPI rank's empty part of a short last batch */
     if (kernel_kind == KERNEL_NAIVE) {
-        dim3 block(16, 16), grid(blocks_for(N, 16), blocks_for(M, 16));
+        dim3 block(16, 16), grid(blocks_for(N, 16), blocks_for(M, 16));   /* __launch_bounds__(16 * 16) */
         LAUNCH(matmul_naive, grid, block, M, N, K, A, a_row, a_col, B, b_row, b_col, C, ldc, *e);
     } else if (kernel_kind == KERNEL_TILED && tile_side == 16) {
         dim3 block(16, 16), grid(blocks_for(N, 16), blocks_for(M, 16));
@@ -419,7 +435,8 @@ typedef struct {
     /* device work buffers, sized for max_rows samples */
     int max_rows;
     float *act[MAX_LAYERS + 1];   /* act[0] = input batch, act[L] = logits, then dZ of the output */
-    float *delta[MAX_LAYERS + 1]; /* dL/dZ of hidden layer l */
+    float *delta[MAX_LAYERS + 1]; /* dL/dZ of hidden layer l (1..L-1; the output layer's is
+                                     act[L], the input has none: delta[0], delta[L] NULL) */
     unsigned char *batch_y;       /* labels of the batch */
     double *row_loss;             /* per row of a batch: -log p_y */
     int *row_correct;             /* per row: argmax == label */
@@ -467,10 +484,8 @@ static int mlp_init(mlp *m, int inputs, const train_options *o, int max_rows, in
         off += PAD16(m->size[l]);
     }
     CUDA(cudaMemcpy(m->params, m->host_params, sizeof(float) * (size_t)m->params_alloc, cudaMemcpyHostToDevice));
-    for (int l = 0; l <= m->n_layers; l++) {
-        m->act[l] = device_floats((long)max_rows * m->size[l]);
-        m->delta[l] = device_floats((long)max_rows * m->size[l]);
-    }
+    for (int l = 0; l <= m->n_layers; l++) m->act[l] = device_floats((long)max_rows * m->size[l]);
+    for (int l = 1; l < m->n_layers; l++) m->delta[l] = device_floats((long)max_rows * m->size[l]);
     CUDA(cudaMalloc((void **)&m->batch_y, (size_t)max_rows));
     CUDA(cudaMalloc((void **)&m->row_loss, sizeof(double) * (size_t)max_rows));
     CUDA(cudaMalloc((void **)&m->row_correct, sizeof(int) * (size_t)max_rows));
@@ -482,7 +497,8 @@ static int mlp_init(mlp *m, int inputs, const train_options *o, int max_rows, in
 static void mlp_free(mlp *m) {
     CUDA(cudaFree(m->params));
     if (m->grad) CUDA(cudaFree(m->grad));
-    for (int l = 0; l <= m->n_layers; l++) { CUDA(cudaFree(m->act[l])); CUDA(cudaFree(m->delta[l])); }
+    for (int l = 0; l <= m->n_layers; l++) CUDA(cudaFree(m->act[l]));
+    for (int l = 1; l < m->n_layers; l++) CUDA(cudaFree(m->delta[l]));
     CUDA(cudaFree(m->batch_y)); CUDA(cudaFree(m->row_loss)); CUDA(cudaFree(m->row_correct));
     CUDA(cudaFree(m->loss_sum)); CUDA(cudaFree(m->correct_sum));
     free(m->host_params);
@@ -507,7 +523,7 @@ static void mlp_forward(mlp *m, const float *input, int rows) {
 
 /* Softmax + cross-entropy, one thread per row, serial's softmax_xent line for line:
  * leaves dL/dlogits = p - onehot in z, the row's -log p_y and whether argmax == y. */
-__global__ void softmax_xent_kernel(float *z, const unsigned char *y, int rows, int classes,
+__global__ void __launch_bounds__(THREADS) softmax_xent_kernel(float *z, const unsigned char *y, int rows, int classes,
                                     double *row_loss, int *row_correct) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= rows) return;
@@ -528,7 +544,7 @@ __global__ void softmax_xent_kernel(float *z, const unsigned char *y, int rows, 
 
 /* One thread adds the batch's row losses in row order (serial's order: the batch sum
  * from zero, then into the epoch's sum), so the loss is deterministic. */
-__global__ void loss_sum_kernel(const double *row_loss, const int *row_correct, int rows,
+__global__ void __launch_bounds__(1) loss_sum_kernel(const double *row_loss, const int *row_correct, int rows,
                                 double *loss_sum, long long *correct_sum) {
     double batch = 0.0;
     long long correct = 0;
@@ -543,7 +559,7 @@ __global__ void loss_sum_kernel(const double *row_loss, const int *row_correct, 
 
 /* bias gradient: one thread per column sums dz over the rows in order (serial's loop),
  * then b = fmaf(scale, sum, b), or (update == 0) gb = sum */
-__global__ void bias_grad_kernel(const float *dz, int rows, int out, float scale, int update, float *b, float *gb) {
+__global__ void __launch_bounds__(THREADS) bias_grad_kernel(const float *dz, int rows, int out, float scale, int update, float *b, float *gb) {
     int j = blockIdx.x * blockDim.x + threadIdx.x;
     if (j >= out) return;
     float s = 0.0f;
@@ -595,7 +611,7 @@ static void train_step(mlp *m, int rows, int batch_rows, float lr) {
 
 static double comm_seconds;      /* inside MPI calls during training, since the last reset */
 
-__global__ void sgd_update_kernel(float *p, const float *g, long n, float scale) {
+__global__ void __launch_bounds__(THREADS) sgd_update_kernel(float *p, const float *g, long n, float scale) {
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) p[i] = fmaf(scale, g[i], p[i]);
 }
@@ -657,7 +673,7 @@ static void shard(long n, int r, int p, long *lo, long *count) {
 }
 
 /* x[r] = X[order[r]], y[r] = Y[order[r]] for the rows of a batch: one thread per float */
-__global__ void gather_kernel(const float *X, const unsigned char *Y, const uint32_t *order, int rows,
+__global__ void __launch_bounds__(THREADS) gather_kernel(const float *X, const unsigned char *Y, const uint32_t *order, int rows,
                               int features, float *x, unsigned char *y) {
     long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (idx >= (long)rows * features) return;
@@ -667,7 +683,7 @@ __global__ void gather_kernel(const float *X, const unsigned char *Y, const uint
     if (f == 0) y[r] = Y[src];
 }
 
-__global__ void argmax_kernel(const float *z, int rows, int classes, unsigned char *pred) {
+__global__ void __launch_bounds__(THREADS) argmax_kernel(const float *z, int rows, int classes, unsigned char *pred) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= rows) return;
     const float *zi = z + (long)i * classes;
@@ -710,6 +726,38 @@ static long evaluate(mlp *m, const device_data *g, const dataset *h, unsigned ch
     long correct = 0;
     for (long i = 0; i < h->n; i++) correct += pred[i] == h->y[i];
     return correct;
+}
+
+/* One epoch's launches: per mini-batch the gather of this rank's rows (the sample order
+ * is read from dev_order, uploaded before) and the step. The same launches every epoch,
+ * the same arguments: only dev_order's contents change, which is what lets --graph
+ * capture them once. */
+static void epoch_launches(mlp *m, const device_data *d, const uint32_t *dev_order, long train_n, long batch,
+                           float lr, int epoch) {
+    for (long start = 0; start < train_n; start += batch) {
+        int rows = (int)(train_n - start < batch ? train_n - start : batch);
+        long lo, count;   /* this rank's rows of the global batch */
+        shard(rows, rank, nranks, &lo, &count);
+        watchdog_progress(epoch, start / batch + 1);
+        if (count > 0)
+            LAUNCH(gather_kernel, blocks_for(count * d->features, THREADS), THREADS, d->x, d->y,
+                   dev_order + start + lo, (int)count, d->features, m->act[0], m->batch_y);
+        train_step(m, (int)count, rows, lr);
+    }
+}
+
+/* --graph: epoch_launches captured once on work_stream (global mode: a synchronising call
+ * slipped into them fails the capture instead of going unnoticed) and instantiated. */
+static cudaGraphExec_t capture_epoch(mlp *m, const device_data *d, const uint32_t *dev_order, long train_n,
+                                     long batch, float lr) {
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CUDA(cudaStreamBeginCapture(work_stream, cudaStreamCaptureModeGlobal));
+    epoch_launches(m, d, dev_order, train_n, batch, lr, 1);
+    CUDA(cudaStreamEndCapture(work_stream, &graph));
+    CUDA(cudaGraphInstantiate(&exec, graph, 0));
+    CUDA(cudaGraphDestroy(graph));
+    return exec;
 }
 
 #ifdef USE_MPI
@@ -847,16 +895,18 @@ int main(int argc, char **argv) {
     cudaEvent_t ev_start, ev_stop;
     CUDA(cudaEventCreate(&ev_start));
     CUDA(cudaEventCreate(&ev_stop));
+    if (co.graph) CUDA(cudaStreamCreate(&work_stream));   /* blocking: ordered with the legacy stream */
 #ifndef CUDA_EMU
     if (kernel_kind == KERNEL_CUBLAS) {
         CUBLAS(cublasCreate(&cublas));
         CUBLAS(cublasSetMathMode(cublas, CUBLAS_DEFAULT_MATH));   /* FP32 products, no TF32 tensor cores */
+        CUBLAS(cublasSetStream(cublas, work_stream));
     }
 #endif
     char variant[64] = "";
     for (int k = 0; k < N_CUDA_VARIANT; k++)
         if (CUDA_VARIANT[k].kernel == kernel_kind && (!CUDA_VARIANT[k].tile || CUDA_VARIANT[k].tile == tile_side))
-            snprintf(variant, sizeof variant, "%s", CUDA_VARIANT[k].name);
+            snprintf(variant, sizeof variant, "%s%s", CUDA_VARIANT[k].name, co.graph ? "+graph" : "");
     if (rank == 0) {
         printf(PROGRAM ": %s MLP %d", options_activation_name(o->activation), m.size[0]);
         for (int l = 1; l <= m.n_layers; l++) printf("-%d", m.size[l]);
@@ -881,28 +931,23 @@ int main(int argc, char **argv) {
         train_step(&m, (int)count, (int)rows, 0.0f);
         CUDA(cudaDeviceSynchronize());
     }
+    /* --graph: the epoch captured once here (nothing runs); each epoch replays it */
+    cudaGraphExec_t epoch_graph = co.graph ? capture_epoch(&m, &dtrain, dev_order, train_n, o->batch, (float)o->lr) : NULL;
 
     /* training */
     watchdog_start();
     double t_start = timer_now();
     for (int epoch = 1; epoch <= o->epochs; epoch++) {
         prng_permutation(order, (uint32_t)train_n, o->seed, (uint64_t)epoch);
-        CUDA(cudaMemset(m.loss_sum, 0, sizeof(double)));
-        CUDA(cudaMemset(m.correct_sum, 0, sizeof(long long)));
+        CUDA(cudaMemsetAsync(m.loss_sum, 0, sizeof(double), work_stream));
+        CUDA(cudaMemsetAsync(m.correct_sum, 0, sizeof(long long), work_stream));
         comm_seconds = 0.0;
-        CUDA(cudaEventRecord(ev_start, 0));
-        CUDA(cudaMemcpy(dev_order, order, sizeof(uint32_t) * (size_t)train_n, cudaMemcpyHostToDevice));
-        for (long start = 0; start < train_n; start += o->batch) {
-            int rows = (int)(train_n - start < o->batch ? train_n - start : o->batch);
-            long lo, count;   /* this rank's rows of the global batch */
-            shard(rows, rank, nranks, &lo, &count);
-            watchdog_progress(epoch, start / o->batch + 1);
-            if (count > 0)
-                LAUNCH(gather_kernel, blocks_for(count * train.features, THREADS), THREADS, dtrain.x, dtrain.y,
-                       dev_order + start + lo, (int)count, train.features, m.act[0], m.batch_y);
-            train_step(&m, (int)count, rows, (float)o->lr);
-        }
-        CUDA(cudaEventRecord(ev_stop, 0));
+        CUDA(cudaEventRecord(ev_start, work_stream));
+        /* from pageable memory: returns once order is staged, so the next epoch may refill it */
+        CUDA(cudaMemcpyAsync(dev_order, order, sizeof(uint32_t) * (size_t)train_n, cudaMemcpyHostToDevice, work_stream));
+        if (epoch_graph) CUDA(cudaGraphLaunch(epoch_graph, work_stream));
+        else epoch_launches(&m, &dtrain, dev_order, train_n, o->batch, (float)o->lr, epoch);
+        CUDA(cudaEventRecord(ev_stop, work_stream));
         CUDA(cudaEventSynchronize(ev_stop));
         float ms = 0.0f;
         CUDA(cudaEventElapsedTime(&ms, ev_start, ev_stop));
@@ -968,6 +1013,8 @@ int main(int argc, char **argv) {
 #ifndef CUDA_EMU
     if (kernel_kind == KERNEL_CUBLAS) CUBLAS(cublasDestroy(cublas));
 #endif
+    if (epoch_graph) CUDA(cudaGraphExecDestroy(epoch_graph));
+    if (work_stream) CUDA(cudaStreamDestroy(work_stream));
     CUDA(cudaEventDestroy(ev_start));
     CUDA(cudaEventDestroy(ev_stop));
     CUDA(cudaFree(dev_order));

@@ -32,12 +32,25 @@
  *   memory       "device" memory is host memory: cudaMalloc = 64-byte aligned malloc,
  *                cudaMemcpy = memcpy, cudaMemset = memset, cudaFree = free.
  *   events       cudaEventRecord reads the host's monotonic clock (launches are synchronous).
+ *   streams and  a created stream is a tag: work on it runs at once, in order, like every
+ *   graphs       other launch. Between cudaStreamBeginCapture and cudaStreamEndCapture its
+ *                launches, cudaMemcpyAsync and cudaMemsetAsync are recorded, not run (the
+ *                kernel's arguments copied as a real capture copies them); cudaGraphLaunch
+ *                replays the records in order. While a capture is open (global mode, the
+ *                strictest, the one cuda.cu uses), work that the real runtime refuses
+ *                during a capture - a launch or copy on the legacy stream 0, a synchronous
+ *                cudaMemcpy/cudaMemset, cudaDeviceSynchronize - fails with
+ *                cudaErrorStreamCaptureImplicit and invalidates the capture, so the tests
+ *                catch a synchronising call slipped into the captured region.
+ *   counter      CUDA_EMU_STATS=FILE: at exit, one line appended to FILE with the kernel
+ *                launches run directly, the graph launches, the kernels they replayed and
+ *                the kernels captured (scripts/launch-estimate.py reads it).
  *   errors       launch configurations are checked like the runtime does (zero or too
  *                large dimensions, more than 1024 threads per block) and reported by
  *                cudaGetLastError; cudaGetErrorString names them.
  * Not emulated (cuda.cu does not use it): warps and warp-level primitives (__shfl_*,
- * warp-synchronous code), atomics, streams and asynchrony (everything runs in launch
- * order, synchronously), dynamic shared memory, concurrency between blocks, separate
+ * warp-synchronous code), atomics, asynchrony and concurrency between streams (everything
+ * runs in launch order, synchronously), graph editing and conditional nodes, dynamic shared memory, concurrency between blocks, separate
  * memory spaces (a kernel that dereferences a host pointer works here but not on a GPU),
  * the device maths library's rounding (expf, logf are the host's), and cuBLAS.
  * Fibers and AddressSanitizer: the stack switches are announced to ASan
@@ -53,8 +66,11 @@
 #include <time.h>
 #include <ucontext.h>
 
+#include <functional>
+#include <new>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/common_interface_defs.h>
@@ -73,6 +89,7 @@
 #define __host__
 #define __shared__ static
 #define __forceinline__ inline
+#define __launch_bounds__(...)
 
 struct dim3 {
     unsigned x, y, z;
@@ -92,11 +109,20 @@ enum cudaError_t {
     cudaErrorMemoryAllocation = 2,
     cudaErrorInvalidConfiguration = 9,
     cudaErrorLaunchFailure = 719,
+    cudaErrorStreamCaptureUnsupported = 900,
+    cudaErrorStreamCaptureInvalidated = 901,
+    cudaErrorStreamCaptureImplicit = 906,
 };
 enum cudaMemcpyKind { cudaMemcpyHostToHost, cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice };
 struct cudaDeviceProp { char name[256]; int major, minor, multiProcessorCount; size_t totalGlobalMem; };
 struct emu_event { double seconds; int recorded; };
 typedef emu_event *cudaEvent_t;
+struct emu_stream;
+typedef emu_stream *cudaStream_t;   /* nullptr: the legacy default stream 0 */
+struct emu_graph;
+typedef emu_graph *cudaGraph_t;
+typedef emu_graph *cudaGraphExec_t; /* instantiating copies the recorded list */
+enum cudaStreamCaptureMode { cudaStreamCaptureModeGlobal = 0, cudaStreamCaptureModeThreadLocal = 1, cudaStreamCaptureModeRelaxed = 2 };
 
 namespace emu {
 inline cudaError_t last_error = cudaSuccess;    /* returned and cleared by cudaGetLastError */
@@ -107,6 +133,47 @@ inline double now() {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 inline cudaError_t status(cudaError_t rc) { return sticky_error != cudaSuccess ? sticky_error : rc; }
+
+/* streams, capture and graphs: a graph is the list of recorded operations */
+struct node { const char *name; std::function<void()> run; bool kernel; };
+}
+struct emu_graph { std::vector<emu::node> nodes; };
+struct emu_stream { emu_graph *capture; bool invalidated; };   /* capture: open, or nullptr */
+namespace emu {
+inline emu_stream *capturing = nullptr;   /* the one stream being captured (global mode) */
+/* launch counter (CUDA_EMU_STATS) */
+inline long long n_direct = 0, n_graph_launches = 0, n_replayed = 0, n_captured = 0;
+/* Work for stream s: recorded if s is capturing; refused (and the capture invalidated) if
+ * another stream is capturing and s is the legacy stream; else run now. */
+inline void report_stats();
+inline cudaError_t submit(cudaStream_t s, const char *name, bool kernel, std::function<void()> run) {
+    static bool registered = (atexit(report_stats), true);   /* the counter's line at exit */
+    (void)registered;
+    if (s && s->capture) {
+        if (s->invalidated) return cudaErrorStreamCaptureInvalidated;
+        s->capture->nodes.push_back(node{name, std::move(run), kernel});
+        n_captured += kernel;
+        return cudaSuccess;
+    }
+    if (!s && capturing) { capturing->invalidated = true; return cudaErrorStreamCaptureImplicit; }
+    n_direct += kernel;
+    run();
+    return cudaSuccess;
+}
+/* a synchronous call (cudaMemcpy, cudaMemset, cudaDeviceSynchronize) during a capture */
+inline cudaError_t sync_call() {
+    if (!capturing) return cudaSuccess;
+    capturing->invalidated = true;
+    return cudaErrorStreamCaptureImplicit;
+}
+inline void report_stats() {
+    const char *path = getenv("CUDA_EMU_STATS");
+    FILE *f = path && *path ? fopen(path, "a") : nullptr;
+    if (!f) return;
+    fprintf(f, "direct_launches=%lld graph_launches=%lld replayed_launches=%lld captured_launches=%lld\n",
+            n_direct, n_graph_launches, n_replayed, n_captured);
+    fclose(f);
+}
 }
 
 inline const char *cudaGetErrorString(cudaError_t e) {
@@ -116,6 +183,9 @@ inline const char *cudaGetErrorString(cudaError_t e) {
     case cudaErrorMemoryAllocation: return "out of memory";
     case cudaErrorInvalidConfiguration: return "invalid configuration argument";
     case cudaErrorLaunchFailure: return "unspecified launch failure";
+    case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
+    case cudaErrorStreamCaptureInvalidated: return "operation failed due to a previous error during capture";
+    case cudaErrorStreamCaptureImplicit: return "operation would make the legacy stream depend on a capturing blocking stream";
     }
     return "unknown error";
 }
@@ -133,7 +203,7 @@ inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int d) {
     p->multiProcessorCount = 1;
     return cudaSuccess;
 }
-inline cudaError_t cudaDeviceSynchronize() { return emu::status(cudaSuccess); }
+inline cudaError_t cudaDeviceSynchronize() { cudaError_t rc = emu::sync_call(); return emu::status(rc); }
 inline cudaError_t cudaMalloc(void **p, size_t bytes) {
     *p = aligned_alloc(64, (bytes + 63) / 64 * 64 + 64 * (bytes == 0));
     return *p ? cudaSuccess : cudaErrorMemoryAllocation;
@@ -141,17 +211,87 @@ inline cudaError_t cudaMalloc(void **p, size_t bytes) {
 template <class T> inline cudaError_t cudaMalloc(T **p, size_t bytes) { return cudaMalloc((void **)p, bytes); }
 inline cudaError_t cudaFree(void *p) { free(p); return cudaSuccess; }
 inline cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind) {
+    if (cudaError_t rc = emu::sync_call()) return rc;
     if (bytes) memmove(dst, src, bytes);
     return emu::status(cudaSuccess);
 }
-inline cudaError_t cudaMemset(void *p, int v, size_t bytes) { memset(p, v, bytes); return emu::status(cudaSuccess); }
+inline cudaError_t cudaMemset(void *p, int v, size_t bytes) {
+    if (cudaError_t rc = emu::sync_call()) return rc;
+    memset(p, v, bytes);
+    return emu::status(cudaSuccess);
+}
+/* recorded when the stream is capturing: the pointers and sizes as given, so a replay
+ * copies from the host buffer's contents at replay time, as a captured copy does */
+inline cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind, cudaStream_t s = nullptr) {
+    if (emu::sticky_error) return emu::sticky_error;
+    return emu::submit(s, "cudaMemcpyAsync", false, [=] { if (bytes) memmove(dst, src, bytes); });
+}
+inline cudaError_t cudaMemsetAsync(void *p, int v, size_t bytes, cudaStream_t s = nullptr) {
+    if (emu::sticky_error) return emu::sticky_error;
+    return emu::submit(s, "cudaMemsetAsync", false, [=] { memset(p, v, bytes); });
+}
+inline cudaError_t cudaStreamCreate(cudaStream_t *s) {
+    *s = new (std::nothrow) emu_stream{nullptr, false};
+    return *s ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+inline cudaError_t cudaStreamDestroy(cudaStream_t s) {
+    if (!s || s->capture) return cudaErrorInvalidValue;
+    delete s;
+    return cudaSuccess;
+}
+inline cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+    if ((s && s->capture) || (!s && emu::capturing)) return emu::sync_call();
+    return emu::status(cudaSuccess);
+}
+/* one capture at a time, on a created stream (the legacy stream cannot be captured) */
+inline cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode) {
+    if (!s || s->capture || emu::capturing) return cudaErrorStreamCaptureUnsupported;
+    s->capture = new (std::nothrow) emu_graph;
+    if (!s->capture) return cudaErrorMemoryAllocation;
+    s->invalidated = false;
+    emu::capturing = s;
+    return emu::status(cudaSuccess);
+}
+inline cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *g) {
+    if (!s || !s->capture) return cudaErrorInvalidValue;   /* not capturing */
+    emu_graph *graph = s->capture;
+    bool bad = s->invalidated;
+    s->capture = nullptr;
+    s->invalidated = false;
+    emu::capturing = nullptr;
+    if (bad) { delete graph; *g = nullptr; return cudaErrorStreamCaptureInvalidated; }
+    *g = graph;
+    return emu::status(cudaSuccess);
+}
+inline cudaError_t cudaGraphInstantiate(cudaGraphExec_t *e, cudaGraph_t g, unsigned long long flags = 0) {
+    if (!g || flags) return cudaErrorInvalidValue;
+    *e = new (std::nothrow) emu_graph(*g);
+    return *e ? emu::status(cudaSuccess) : cudaErrorMemoryAllocation;
+}
+inline cudaError_t cudaGraphDestroy(cudaGraph_t g) { delete g; return cudaSuccess; }
+inline cudaError_t cudaGraphExecDestroy(cudaGraphExec_t e) { delete e; return cudaSuccess; }
+/* replays the recorded operations in order; a kernel's failure is sticky, as on a GPU */
+inline cudaError_t cudaGraphLaunch(cudaGraphExec_t e, cudaStream_t s) {
+    if (!e) return cudaErrorInvalidValue;
+    if (s && s->capture) return cudaErrorStreamCaptureUnsupported;   /* no nested capture here */
+    if (!s && emu::capturing) return emu::sync_call();
+    if (emu::sticky_error) return emu::sticky_error;
+    emu::n_graph_launches++;
+    for (const emu::node &n : e->nodes) {
+        n.run();
+        emu::n_replayed += n.kernel;
+        if (emu::sticky_error) return emu::sticky_error;
+    }
+    return cudaSuccess;
+}
 inline cudaError_t cudaEventCreate(cudaEvent_t *e) {
     *e = (cudaEvent_t)calloc(1, sizeof(emu_event));
     return *e ? cudaSuccess : cudaErrorMemoryAllocation;
 }
 inline cudaError_t cudaEventDestroy(cudaEvent_t e) { free(e); return cudaSuccess; }
-inline cudaError_t cudaEventRecord(cudaEvent_t e, int stream = 0) {
-    (void)stream;
+inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s = nullptr) {
+    if (s && s->capture) return cudaErrorStreamCaptureUnsupported;   /* event nodes: not emulated */
+    if (!s && emu::capturing) return emu::sync_call();
     e->seconds = emu::now();
     e->recorded = 1;
     return emu::status(cudaSuccess);
@@ -315,10 +455,20 @@ template <class... P> struct call {
     }
 };
 
+/* a launch on stream s: run now, or recorded with its arguments if s is capturing (a
+ * refused launch sets last_error, as the runtime's launch does) */
+template <class... P, class... A>
+void launch(const char *name, cudaStream_t s, dim3 grid, dim3 block, void (*kernel)(P...), A &&...args) {
+    call<P...> c{kernel, std::tuple<P...>(std::forward<A>(args)...)};
+    if (sticky_error != cudaSuccess) { last_error = sticky_error; return; }
+    if (bad_config(grid, block)) { last_error = cudaErrorInvalidConfiguration; return; }
+    cudaError_t rc = submit(s, name, true, [=]() mutable { run_grid(name, grid, block, &call<P...>::run, &c); });
+    if (rc != cudaSuccess) last_error = rc;
+}
+/* on the legacy stream 0 */
 template <class... P, class... A>
 void launch(const char *name, dim3 grid, dim3 block, void (*kernel)(P...), A &&...args) {
-    call<P...> c{kernel, std::tuple<P...>(std::forward<A>(args)...)};
-    run_grid(name, grid, block, &call<P...>::run, &c);
+    launch(name, (cudaStream_t) nullptr, grid, block, kernel, std::forward<A>(args)...);
 }
 }  // namespace emu
 

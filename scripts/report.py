@@ -13,7 +13,7 @@ Sections (one module each in scripts/reporting/): the run, the machine (probed n
 probe with a timeout), one section per seed report (/work/shared/seeds 000..004) with its
 tables and figures regenerated from our measurements and the report's own published
 numbers (scripts/seeds.py) beside ours, MPI scaling, the performance model (scripts/model.py),
-PyTorch side by side, what was
+the GPU (scripts/gpu-check.sh's DIR/gpu/summary.csv, when present), PyTorch side by side, what was
 skipped, and which timing is which. Every section with numbers ends with a "What this
 shows" paragraph computed from those numbers.
 
@@ -38,6 +38,7 @@ import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from reporting.common import PROG, Doc, Inputs, check_steps  # noqa: E402
+from reporting.gpu import gpu  # noqa: E402
 from reporting.header import header  # noqa: E402
 from reporting.machine import machine  # noqa: E402
 from reporting.model import model  # noqa: E402
@@ -51,7 +52,7 @@ from reporting.seed004 import seed004  # noqa: E402
 from reporting.skipped import skipped  # noqa: E402
 from reporting.timings import timings  # noqa: E402
 
-SECTIONS = (seed000, seed001, seed002, seed003, seed004, scaling, model, pytorch, skipped, timings)
+SECTIONS = (seed000, seed001, seed002, seed003, seed004, scaling, model, gpu, pytorch, skipped, timings)
 
 
 def write(out, text):

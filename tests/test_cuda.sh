@@ -6,7 +6,10 @@
 # multiple of the tile: 729 inputs, layers 40, 24, 33, 17, 9, 10, batches of 50 and 37
 # with short last batches), and so does the MPI build with 1 and 2 ranks. A build without
 # the tiled kernel's second __syncthreads() must fail that comparison (proof that the
-# emulation catches real kernel races). The sanitizer build trains cleanly; the command
+# emulation catches real kernel races). --graph (one epoch captured as a graph, replayed
+# every epoch: the emulation records the captured launches and replays them) is
+# bit-identical to serial, hence to the plain path, for every kernel, and replays each
+# epoch's kernels with no direct launch per step. The sanitizer build trains cleanly; the command
 # line follows the suite's contract; and the real nvcc build, on a machine without a
 # GPU, prints one line with the CUDA runtime's error and exits 3.
 #
@@ -67,6 +70,28 @@ done < <($EMU --list-variants)
 check "CSV row: program cuda-emu, variant tiled32" "$(head -c 300 "$TMP/tiled32.csv")" \
   [ "$(csv_col "$TMP/tiled32.csv" program)" = cuda-emu ] && [ "$(csv_col "$TMP/tiled32.csv" variant)" = tiled32 ]
 
+# ---- --graph: the same runs with the epoch captured once and replayed (the emulation's
+# launch counter, CUDA_EMU_STATS, shows what ran: 256 samples in batches of 50 = 6 steps
+# of 14 launches (2 hidden layers: gather, 3 forward products, softmax, loss sum, 3 x
+# weight product + bias sum, 2 delta products), captured once, replayed in each of the 2
+# epochs, none of them launched directly)
+while IFS=$'\t' read -r name vflags _; do
+  read -r -a vargs <<<"$vflags"
+  rm -f "$TMP/stats-$name"
+  CUDA_EMU_STATS="$TMP/stats-$name" train "$name-graph" $EMU "${A[@]}" "${vargs[@]}" --graph
+  same "$name-graph" "$name --graph, relu 729-40-24-10 (equal to the plain path)" "$ref_a"
+  stats=$(cat "$TMP/stats-$name" 2>/dev/null)
+  check "$name --graph: 84 launches captured once, 2 graph launches replaying 168, no per-step direct launch ($stats)" \
+    "counter: ${stats:-nothing}" grep -q "graph_launches=2 replayed_launches=168 captured_launches=84" <<<"$stats"
+done < <($EMU --list-variants)
+direct_plain=$(CUDA_EMU_STATS=/dev/stdout $EMU "${A[@]}" --kernel naive --csv none --quiet | sed -n 's/.*direct_launches=\([0-9]*\).*/\1/p')
+direct_graph=$(sed -n 's/.*direct_launches=\([0-9]*\).*/\1/p' "$TMP/stats-naive")
+check "naive: the 168 training launches of the plain path are gone with --graph (direct $direct_plain -> $direct_graph)" \
+  "direct launches: plain ${direct_plain:-?}, graph ${direct_graph:-?}" \
+  [ -n "$direct_plain" ] && [ -n "$direct_graph" ] && [ $((direct_plain - direct_graph)) -eq 168 ]
+check "CSV row of a --graph run: variant tiled32+graph" "$(head -c 300 "$TMP/tiled32-graph.csv")" \
+  [ "$(csv_col "$TMP/tiled32-graph.csv" variant)" = tiled32+graph ]
+
 # ---- other activations and shapes: 3 hidden layers (one narrower than the 10 classes)
 B=(--data $DATA --train 222 --test 61 --image-size 27 --hidden 33,17,9 --batch 37 --epochs 2)
 train serial-b serial/serial "${B[@]}" --activation leaky-relu --lr 0.05; ref_b=$curve
@@ -78,6 +103,8 @@ same sigmoid "naive, sigmoid 729-33-17-9-10" "$ref_c"
 train serial-d serial/serial "${A[@]}" --batch full --lr 0.5; ref_d=$curve
 train full $EMU "${A[@]}" --batch full --lr 0.5 --kernel tiled --tile 16
 same full "tiled16, --batch full (256 rows)" "$ref_d"
+train full-graph $EMU "${A[@]}" --batch full --lr 0.5 --kernel naive --graph
+same full-graph "naive --graph, --batch full (one step per epoch)" "$ref_d"
 
 # ---- the emulation catches a missing barrier: the build without the second __syncthreads()
 BUG=tests/bin/cuda-emu-bug
@@ -113,6 +140,8 @@ else
     "exit $rc, serial $ref_e, got ${curve:-nothing}: $(tail -c 300 "$TMP/mpi2.out")" [ $rc -eq 0 ] && [ -n "$ref_e" ] && within "$d"
   check "cuda-mpi-emu, 2 ranks: replicas identical, CSV ranks = 2" "$(tail -c 300 "$TMP/mpi2.out")" \
     grep -q "replicas identical" "$TMP/mpi2.out" && [ "$(csv_col "$TMP/mpi2.csv" ranks)" = 2 ]
+  expect_error "cuda-mpi-emu refuses --graph (host work every step), one line" "--graph" --label cuda-mpi-emu \
+    scripts/mpirun.sh 2 $MPIEMU --data $DATA --graph
 fi
 
 # ---- AddressSanitizer + UBSan build of the emulation (kernels' out-of-bounds accesses included)
@@ -129,9 +158,9 @@ fi
 
 # ---- command line: the suite's contract, plus --kernel/--tile
 help=$($EMU --help); rc=$?
-missing=$(for f in --data --train --test --image-size --hidden --activation --batch --epochs --lr --seed --csv --predict --quiet --kernel --tile; do
+missing=$(for f in --data --train --test --image-size --hidden --activation --batch --epochs --lr --seed --csv --predict --quiet --kernel --tile --graph; do
   grep -qE "^ +$f" <<<"$help" || echo "$f"; done)
-check "--help exits 0 and lists every flag, --kernel and --tile included" "exit $rc, missing: $missing" [ $rc -eq 0 ] && [ -z "$missing" ]
+check "--help exits 0 and lists every flag, --kernel, --tile and --graph included" "exit $rc, missing: $missing" [ $rc -eq 0 ] && [ -z "$missing" ]
 undocumented=$(for f in --kernel --tile; do grep -q -- "\`$f" README.md || echo "$f"; done)
 check "README documents --kernel and --tile" "not in README: $undocumented" [ -z "$undocumented" ]
 # expect_error BIN NAME KEYWORD ARGS...: exit 2, one stderr line containing KEYWORD, no CSV
