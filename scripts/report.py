@@ -12,7 +12,8 @@ scripts/report.py — results/REPORT.md assembled from whatever a run left behin
 Sections (one module each in scripts/reporting/): the run, the machine (probed now, every
 probe with a timeout), one section per seed report (/work/shared/seeds 000..004) with its
 tables and figures regenerated from our measurements and the report's own published
-numbers (scripts/seeds.py) beside ours, MPI scaling, the performance model (scripts/model.py),
+numbers (scripts/seeds.py) beside ours, MPI scaling, MPI+MPI (shared-memory windows) vs
+MPI+OpenMP, the performance model (scripts/model.py),
 PyTorch side by side, what was
 skipped, and which timing is which. Every section with numbers ends with a "What this
 shows" paragraph computed from those numbers.
@@ -41,6 +42,7 @@ from reporting.common import PROG, Doc, Inputs, check_steps  # noqa: E402
 from reporting.header import header  # noqa: E402
 from reporting.machine import machine  # noqa: E402
 from reporting.model import model  # noqa: E402
+from reporting.mpimpi import mpimpi  # noqa: E402
 from reporting.pytorch import pytorch  # noqa: E402
 from reporting.scaling import scaling  # noqa: E402
 from reporting.seed000 import seed000  # noqa: E402
@@ -51,7 +53,7 @@ from reporting.seed004 import seed004  # noqa: E402
 from reporting.skipped import skipped  # noqa: E402
 from reporting.timings import timings  # noqa: E402
 
-SECTIONS = (seed000, seed001, seed002, seed003, seed004, scaling, model, pytorch, skipped, timings)
+SECTIONS = (seed000, seed001, seed002, seed003, seed004, scaling, mpimpi, model, pytorch, skipped, timings)
 
 
 def write(out, text):
