@@ -13,7 +13,8 @@
 # bench/lib.sh, which also says once when the machine is busy; a CSV written before these
 # columns gets them, empty on its old rows); then, per batch, a table of the medians over the R runs of each run's
 # epoch_seconds_median (median of epochs 2..E) and comm_seconds (seconds inside MPI
-# calls per epoch, mean over ranks; for overlap: the communication left exposed), the
+# calls per epoch, mean over ranks; for overlap and shm: the communication left exposed,
+# shm's being its node barriers and window syncs), the
 # comm share, and the speedup = serial's epoch time / the configuration's; beside them
 # the fastest single epoch (2..E) of all runs and the speedup between fastest epochs:
 # on a machine shared with other jobs, interference only ever adds time, so a large
@@ -21,6 +22,17 @@
 # the target on the medians: best variant at P = 2, batch 512 >= 1.7x serial (the
 # tables: scripts/bench_tables.py mpi; a "*" after a runs count: the median includes
 # disturbed rows).
+# MPI+MPI vs MPI+OpenMP: each round also runs openmp/openmp --accum reduction --threads C
+# (cores 0..C-1, taskset), so that the table after it sets mpi --sync shm and allreduce at
+# P = C beside C threads: per batch, the median over the rounds of serial's epoch over
+# each one's in the same round (a round: the k-th run of every configuration; this VM's
+# speed drifts between stretches of seconds, which a same-round ratio largely cancels),
+# and the per-round core bound, measured as bench/cnn-bench.sh does: every mpi run prints
+# each rank's weight-gradient microseconds per row (epochs 2..E; that product touches only
+# the rank's own buffers, so it times the core); C times the slowest rank's speed against
+# the P = 1 run of the same variant in that round bounds what any even split of the
+# batch could have given on those cores, and the table shows each ratio as a fraction of
+# that bound (openmp's against the shm run's bound of its round).
 # Finally bench/mpi-overlap.c (built with mpicc into a temporary directory) measures
 # whether a non-blocking Iallreduce advances while a rank computes without MPI calls.
 # No OpenMP anywhere: OMP_WAIT_POLICY is irrelevant and left unset.
@@ -72,7 +84,7 @@ sweep_setup full
 ranks=${SWEEP_RANKS_OPT:-1 $SWEEP_CORES}; [ "$ranks" != "1 1" ] || ranks=1
 
 need_tools mpirun flock taskset
-need_built serial/serial mpi/mpi
+need_built serial/serial mpi/mpi openmp/openmp
 [ -d "$data" ] || die "$data missing (run: scripts/get-data.sh)"
 load_variants mpi/mpi || exit 2
 bench_check_csv "$csv"
@@ -82,7 +94,14 @@ common=(--data "$data" --epochs "$epochs" --quiet)
 serial=(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 taskset -c 0 serial/serial)
 since=$(utc_now)
 nb=$(wc -w <<<"$batches")
-BENCH_TOTAL=$(( runs * nb * (1 + $(wc -w <<<"$ranks") * ${#VARIANTS[@]}) )) BENCH_CSV=$csv
+C=$SWEEP_CORES cores=$(nproc)
+BENCH_TOTAL=$(( runs * nb * (2 + $(wc -w <<<"$ranks") * ${#VARIANTS[@]}) )) BENCH_CSV=$csv
+# openmp reduction with C threads on cores 0..C-1 (above the real cores: all of them, passive)
+omp_cpus="0-$(( (C <= cores ? C : cores) - 1 ))" omp_env=(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE -u OMP_WAIT_POLICY)
+[ "$C" -le "$cores" ] || omp_env+=(OMP_WAIT_POLICY=passive)
+bench_tmp
+cores_log=$BENCH_TMP/cores.log   # "batch variant P gW-us-per-rank" of every mpi run, in run order
+: >"$cores_log"
 echo "mpi-bench: $data$([ "$train" -eq 0 ] || echo " (first $train)"), batches $batches, $epochs epochs x $runs runs," \
      "ranks ${ranks// /, }, $SWEEP_CORES cores$([ "$SWEEP_CORES" = "$(nproc)" ] || echo " ($(nproc) real)"); rows -> $csv"
 for r in $(seq 1 "$runs"); do
@@ -92,19 +111,23 @@ for r in $(seq 1 "$runs"); do
       for s in "${VARIANTS[@]}"; do
         # shellcheck disable=SC2086  # the variant's flags, e.g. "--sync allreduce"
         bench_run "mpi $s P=$p b$b" scripts/mpirun.sh $p mpi/mpi ${VARIANT_FLAGS[$s]} --batch "$b" "${common[@]}"
+        gw=$(printf '%s\n' "$BENCH_OUT" | sed -n 's/.*| gW us\/sample \([-0-9.,]*\) |.*/\1/p' | tail -n 1)
+        echo "$b $s $p ${gw:--}" >>"$cores_log"
       done
     done
+    bench_run "openmp reduction T=$C b$b" "${omp_env[@]}" OMP_NUM_THREADS="$C" taskset -c "$omp_cpus" \
+      openmp/openmp --accum reduction --threads "$C" --batch "$b" "${common[@]}"
   done
 done
 
 echo
 echo "median over $runs run(s) of each run's median epoch (epochs 2..$epochs); comm = seconds inside MPI calls per epoch (mean over ranks)"
-"$PY" scripts/bench_tables.py mpi "$csv" --since "$since" --epochs "$epochs" --train "$train"
+"$PY" scripts/bench_tables.py mpi "$csv" --since "$since" --epochs "$epochs" --train "$train" \
+  --cores-log "$cores_log" --cores "$C"
 
 # does a non-blocking allreduce progress while the rank computes? (see bench/mpi-overlap.c)
 # (no row: its load is shown, not recorded)
 if command -v mpicc >/dev/null; then
-  bench_tmp
   mpicc -std=c11 -O2 bench/mpi-overlap.c -o "$BENCH_TMP/mpi-overlap"
   echo
   echo "overlap microbenchmark (bench/mpi-overlap.c, 2 ranks, each bound to its core):"

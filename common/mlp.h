@@ -1,8 +1,8 @@
 /*
  * common/mlp.h — the small pieces of an MLP trainer that every trainer has verbatim
  * (header-only): aligned buffers, the sigmoid pass, softmax + cross-entropy, argmax,
- * gathering a batch, the model's FLOP count and the ASCII-art predictions. Strategy
- * code (how a step is shared) never lives here.
+ * gathering a batch, the fixed-order sums of gradient buffers, the model's FLOP count
+ * and the ASCII-art predictions. Strategy code (how a step is shared) never lives here.
  */
 #ifndef PARTRAIN_MLP_H
 #define PARTRAIN_MLP_H
@@ -97,6 +97,39 @@ static inline double dense_flops_per_sample(const int *size, int L) {
         f += 4 * io + (l > 1 ? 2 * io : 0);
     }
     return f;
+}
+
+/* W[p] = fmaf(scale, g_0[p] + g_1[p] + ... + g_{ng-1}[p], W[p]) for p in [lo, hi):
+ * the sum always in the order of g[], chunk by chunk in a buffer that stays in L1, so
+ * whoever computes a slice gets the same bits (openmp --accum reduction's threads,
+ * mpi --sync shm's ranks). ng >= 1. */
+static inline void sum_update(float *restrict w, float *const *g, int ng, long lo, long hi, float scale) {
+    enum { CHUNK = 512 };
+    float s[CHUNK] __attribute__((aligned(64)));
+    for (long p0 = lo; p0 < hi; p0 += CHUNK) {
+        int c = (int)(hi - p0 < CHUNK ? hi - p0 : (long)CHUNK);
+        const float *restrict g0 = g[0] + p0;
+        for (int k = 0; k < c; k++) s[k] = g0[k];
+        for (int u = 1; u < ng; u++) {
+            const float *restrict gu = g[u] + p0;
+            for (int k = 0; k < c; k++) s[k] += gu[k];
+        }
+        float *restrict wp = w + p0;
+        for (int k = 0; k < c; k++) wp[k] = fmaf(scale, s[k], wp[k]);
+    }
+}
+
+/* dst[p] = g_0[p] + g_1[p] + ... + g_{ng-1}[p] for p in [lo, hi), always in the order
+ * of g[] (ng = 0, no worker had rows of a short batch: zeros); hybrid's threads, mpi
+ * --sync shm's ranks across nodes. */
+static inline void sum_in_order(float *restrict dst, float *const *g, int ng, long lo, long hi) {
+    if (ng == 0) { memset(dst + lo, 0, sizeof(float) * (size_t)(hi - lo)); return; }
+    const float *restrict g0 = g[0];
+    for (long p = lo; p < hi; p++) dst[p] = g0[p];
+    for (int u = 1; u < ng; u++) {
+        const float *restrict gu = g[u];
+        for (long p = lo; p < hi; p++) dst[p] += gu[p];
+    }
 }
 
 /* What a dense net of o's layers takes for `features` inputs and `rows` rows of

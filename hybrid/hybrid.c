@@ -302,23 +302,11 @@ static void my_slices(const mlp *m, int t, int T, slices *s) {
     }
 }
 
-/* dst[p] = g_0[p] + g_1[p] + ... + g_{ng-1}[p] for p in [lo, hi), always in the order
- * of g[] (ng = 0, a thread-less rank's part of a short batch: zeros) */
-static void sum_threads(float *restrict dst, float *const *g, int ng, long lo, long hi) {
-    if (ng == 0) { memset(dst + lo, 0, sizeof(float) * (size_t)(hi - lo)); return; }
-    const float *restrict g0 = g[0];
-    for (long p = lo; p < hi; p++) dst[p] = g0[p];
-    for (int u = 1; u < ng; u++) {
-        const float *restrict gu = g[u];
-        for (long p = lo; p < hi; p++) dst[p] += gu[p];
-    }
-}
-
 /* level 1, by every thread: its slices of the rank gradient = sum over the threads */
 static void reduce_threads(mlp *m, float *const *g, int ng, const slices *s) {
     for (int l = 1; l <= m->n_layers; l++) {
-        sum_threads(m->grad, g, ng, s->w0[l], s->w1[l]);
-        sum_threads(m->grad, g, ng, s->b0[l], s->b1[l]);
+        sum_in_order(m->grad, g, ng, s->w0[l], s->w1[l]);
+        sum_in_order(m->grad, g, ng, s->b0[l], s->b1[l]);
     }
 }
 

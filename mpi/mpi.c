@@ -15,6 +15,34 @@
  *   hierarchical  MPI_Reduce within each node, MPI_Allreduce among one leader per node,
  *                 MPI_Bcast within the node (common/mpi_util.h's hier_allreduce());
  *                 every rank updates. PARTRAIN_RANKS_PER_NODE=K: pseudo-nodes of K ranks.
+ *   shm           MPI-3 shared memory (MPI+MPI): the ranks of a node (the same nodes and
+ *                 pseudo-nodes as hierarchical) hold ONE copy of the parameters and one
+ *                 gradient buffer per rank in one MPI_Win_allocate_shared window. Each
+ *                 rank's backward writes its own buffer; node barrier; node rank t sums
+ *                 its slice of the parameters (openmp reduction's slices) over the buffers
+ *                 of the ranks that had rows, in node-rank order, and applies serial's
+ *                 update to it in place; node barrier; every forward reads the shared
+ *                 parameters. Within a node nothing is copied through MPI: each rank reads
+ *                 (P-1)/P of the gradient from the others' buffers and P-1 slices of the
+ *                 parameters they updated. Across nodes the slices are summed into a node
+ *                 sum buffer in the window and the node leaders MPI_Allreduce it (the
+ *                 hierarchical scheme: it works for nodes of unequal size, e.g. 3 + 1,
+ *                 where a per-slice allreduce among same-local-rank ranks would need the
+ *                 same slicing on every node) before the update: 4 node barriers a step.
+ *                 One node: P ranks give openmp --accum reduction --threads P's
+ *                 parameters bit for bit (the same row split, the same sums in the same
+ *                 order; the per-epoch totals are summed in rank order for that too).
+ * Memory model of shm: the window must be MPI_WIN_UNIFIED (checked; public and private
+ * copies are the same memory), and every rank holds one passive-target epoch on it for
+ * the whole run (MPI_Win_lock_all(MPI_MODE_NOCHECK): no lock is taken, it only makes
+ * MPI_Win_sync legal). Every hand-over of data between ranks goes through node_sync():
+ * MPI_Win_sync (a memory barrier: this rank's stores are complete and visible), the node
+ * MPI_Barrier (orders the ranks), MPI_Win_sync (later loads see the others' stores), the
+ * pattern MPI-3.1 section 11.7 gives for load/store through shared windows. Between two
+ * node_syncs a float is written by at most one rank and read by none other, or only
+ * read: the gradient buffers are written in backward and read after the first barrier;
+ * the parameters are read in forward/backward and written (each slice by its owner) only
+ * between the first and the last barrier of the step.
  * Per epoch, outside the timed training: loss, correct counts and seconds in MPI are
  * reduced to rank 0, which alone prints and writes the CSV. Every rank loads the whole
  * training set (the shuffle is global) and its own shard of the test set.
@@ -63,13 +91,14 @@
     X(SYNC_ALLREDUCE,    "allreduce",    "allreduce",    "MPI_Allreduce of all gradients, every rank updates") \
     X(SYNC_REDUCE_BCAST, "reduce-bcast", "reduce-bcast", "MPI_Reduce to rank 0, rank 0 updates, MPI_Bcast") \
     X(SYNC_OVERLAP,      "overlap",      "overlap",      "MPI_Iallreduce per layer during backward") \
-    X(SYNC_HIERARCHICAL, "hierarchical", "hierarchical", "MPI_Reduce in each node, MPI_Allreduce of node leaders, MPI_Bcast")
+    X(SYNC_HIERARCHICAL, "hierarchical", "hierarchical", "MPI_Reduce in each node, MPI_Allreduce of node leaders, MPI_Bcast") \
+    X(SYNC_SHM,          "shm",          "shm",          "one model per node in an MPI-3 shared window, each rank sums and updates a slice")
 enum sync_kind { SYNC_MODES(VARIANT_ENUM) N_SYNC };
 static const variant SYNC[] = { SYNC_MODES(VARIANT_ROW) };
 
 typedef struct {
     train_options common;
-    int sync;                   /* --sync allreduce|reduce-bcast|overlap|hierarchical */
+    int sync;                   /* --sync allreduce|reduce-bcast|overlap|hierarchical|shm */
     long batch_per_rank;        /* --batch-per-rank B (0: not given; --batch is global) */
     int batch_given;            /* --batch was on the command line */
     const char *dump_params;    /* --dump-params FILE (testing) */
@@ -145,9 +174,11 @@ typedef struct {
     float *act[MAX_LAYERS + 1];   /* act[0] = input batch, act[L] = logits, then dZ of the output */
     float *delta[MAX_LAYERS + 1]; /* dL/dZ of hidden layer l */
     float *wt;                    /* transposed weights for the backward product */
+    int own_params;               /* params and grad were allocated here (not shm's window) */
 } mlp;
 
-static int mlp_init(mlp *m, int inputs, const train_options *o, int max_rows) {
+/* The shape: sizes, n_params and params_alloc (what a parameter buffer must hold). */
+static void mlp_shape(mlp *m, int inputs, const train_options *o, int max_rows) {
     memset(m, 0, sizeof *m);
     m->n_layers = o->n_hidden + 1;
     m->size[0] = inputs;
@@ -155,37 +186,48 @@ static int mlp_init(mlp *m, int inputs, const train_options *o, int max_rows) {
     m->size[m->n_layers] = IDX_CLASSES;
     m->activation = o->activation;
     m->max_rows = max_rows;
-    long widest = 0;
     for (int l = 1; l <= m->n_layers; l++) {
         m->n_params += (long)m->size[l - 1] * m->size[l] + m->size[l];
         m->params_alloc += PAD16((long)m->size[l - 1] * m->size[l]) + PAD16(m->size[l]);
+    }
+}
+
+/* After mlp_shape: the parameter and gradient buffers (params, grad: NULL to allocate
+ * them here; else shm's window) with their per-layer views, the initial parameters when
+ * init_params (shm: only the node leader writes the node's one copy), the work buffers. */
+static int mlp_init(mlp *m, const train_options *o, float *params, float *grad, int init_params) {
+    long widest = 0;
+    for (int l = 1; l <= m->n_layers; l++) {
         long w = (long)m->size[l - 1] * m->size[l];
         if (w > widest) widest = w;
     }
-    m->params = alloc_floats(m->params_alloc);
-    m->grad = alloc_floats(m->params_alloc);
+    m->own_params = !params;
+    m->params = params ? params : alloc_floats(m->params_alloc);
+    m->grad = grad ? grad : alloc_floats(m->params_alloc);
     m->wt = alloc_floats(widest);
     if (!m->params || !m->grad || !m->wt) return -1;
-    memset(m->params, 0, sizeof(float) * (size_t)m->params_alloc);   /* padding stays zero */
+    if (init_params) memset(m->params, 0, sizeof(float) * (size_t)m->params_alloc);   /* padding stays zero */
     memset(m->grad, 0, sizeof(float) * (size_t)m->params_alloc);
     float *p = m->params, *g = m->grad;
     for (int l = 1; l <= m->n_layers; l++) {
         long nw = PAD16((long)m->size[l - 1] * m->size[l]), nb = PAD16(m->size[l]);
         m->W[l] = p; m->gW[l] = g; p += nw; g += nw;
         m->b[l] = p; m->gb[l] = g; p += nb; g += nb;
+        if (!init_params) continue;
         prng_init_dense(m->W[l], m->size[l - 1], m->size[l], l, l == m->n_layers, o->seed);
         memset(m->b[l], 0, sizeof(float) * (size_t)m->size[l]);
     }
     for (int l = 0; l <= m->n_layers; l++) {
-        m->act[l] = alloc_floats((long)max_rows * m->size[l]);
-        m->delta[l] = alloc_floats((long)max_rows * m->size[l]);
+        m->act[l] = alloc_floats((long)m->max_rows * m->size[l]);
+        m->delta[l] = alloc_floats((long)m->max_rows * m->size[l]);
         if (!m->act[l] || !m->delta[l]) return -1;
     }
     return 0;
 }
 
 static void mlp_free(mlp *m) {
-    free(m->params); free(m->grad); free(m->wt);
+    if (m->own_params) { free(m->params); free(m->grad); }
+    free(m->wt);
     for (int l = 0; l <= m->n_layers; l++) { free(m->act[l]); free(m->delta[l]); }
 }
 
@@ -216,6 +258,10 @@ static void mlp_forward(mlp *m, int rows) {
 // backward: the plain gradient sums of this rank's rows into grad (nothing updated yet)
 
 static void grad_ready(mlp *m, int l);   /* communication: layer l's gradient is complete */
+/* seconds in the weight-gradient products (they touch only this rank's own buffers, so
+ * they time the core, not the sharing: bench/mpi-bench.sh's core bound) */
+static double gw_seconds;
+static long gw_samples;           /* the rows they were over */
 static void comm_progress(void);         /* communication: let started transfers advance */
 
 /* Layer l with dZ (dL/d pre-activation) in dz: first its gradient sums
@@ -226,7 +272,9 @@ static void comm_progress(void);         /* communication: let started transfers
 static void dense_backward(mlp *m, int l, const float *dz, int rows) {
     int in = m->size[l - 1], out = m->size[l];
     /* gW[l] = act[l-1]^T . dz */
+    double t0 = timer_now();
     matmul(in, out, rows, m->act[l - 1], 1, in, dz, out, m->gW[l], out, &EPI_PLAIN);
+    gw_seconds += timer_now() - t0;
     /* gb[l] = column sums of dz */
     float *restrict db = m->gb[l];
     for (int j = 0; j < out; j++) db[j] = 0.0f;
@@ -253,11 +301,142 @@ static double comm_seconds;      /* inside MPI calls during training, since the 
 static int sync_mode;            /* --sync */
 static MPI_Request pending[MAX_LAYERS];   /* overlap: one Iallreduce per layer in flight */
 static int n_pending;
-static hier_comms hier;          /* hierarchical: the node and leader communicators */
+static hier_comms hier;          /* hierarchical, shm: the node and leader communicators */
 
 /* COMM(MPI_Allreduce, (args)): call, check, add the seconds to comm_seconds */
 #define COMM(fn, args) do { double t_ = timer_now(); mpi_check(fn args, #fn); \
                             comm_seconds += timer_now() - t_; } while (0)
+
+/* ---- --sync shm: the node's shared window (memory model: the file's header) */
+static struct {
+    MPI_Win win;
+    int on;              /* the window exists (and is locked) */
+    float **grads;       /* node rank k's gradient buffer, k < hier.node_size */
+    float **active;      /* scratch: the buffers of the ranks that had rows this step */
+    int *world;          /* node rank k's world rank */
+    float *sum;          /* nodes > 1: the node's summed gradient, in the leader's segment */
+} shm;
+
+/* Hands the node's stores over to every rank of the node: MPI_Win_sync, MPI_Barrier,
+ * MPI_Win_sync (counted as communication). */
+static void node_sync(void) {
+    COMM(MPI_Win_sync, (shm.win));
+    COMM(MPI_Barrier, (hier.node));
+    COMM(MPI_Win_sync, (shm.win));
+}
+
+/* Collective over MPI_COMM_WORLD, after hier_init and mlp_shape: the window. The leader's
+ * segment holds the parameters, its gradient and (nodes > 1) the node sum; every other
+ * rank's segment its gradient. Non-contiguous segments: each one page-aligned and placed
+ * where its owner first touches it. *params and *grad: this rank's views. */
+static void shm_init(const mlp *m, float **params, float **grad) {
+    /* pseudo-nodes (PARTRAIN_RANKS_PER_NODE) must lie within one host's shared memory */
+    if (hier.pseudo) {
+        MPI_Comm host;
+        int host_size = 0, split = 0, any = 0;
+        mpi_check(MPI_Comm_split_type(hier.node, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host), "MPI_Comm_split_type");
+        mpi_check(MPI_Comm_size(host, &host_size), "MPI_Comm_size");
+        mpi_check(MPI_Comm_free(&host), "MPI_Comm_free");
+        split = host_size != hier.node_size;
+        mpi_check(MPI_Allreduce(&split, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
+        if (any)
+            die_all("PARTRAIN_RANKS_PER_NODE=%d: a pseudo-node spans hosts, and --sync shm shares memory within one", hier.pseudo);
+    }
+    long n = m->params_alloc, P = hier.node_size;
+    int leader = hier.node_rank == 0;
+    long mine = n * (leader ? 2 + (hier.nodes > 1) : 1);
+    MPI_Info info;
+    float *base = NULL;
+    mpi_check(MPI_Info_create(&info), "MPI_Info_create");
+    mpi_check(MPI_Info_set(info, "alloc_shared_noncontig", "true"), "MPI_Info_set");
+    mpi_check(MPI_Win_allocate_shared((MPI_Aint)(sizeof(float) * (size_t)mine), (int)sizeof(float), info, hier.node,
+                                      &base, &shm.win), "MPI_Win_allocate_shared");
+    mpi_check(MPI_Info_free(&info), "MPI_Info_free");
+    mpi_check(MPI_Win_set_errhandler(shm.win, MPI_ERRORS_RETURN), "MPI_Win_set_errhandler");
+    int *model = NULL, flag = 0;
+    mpi_check(MPI_Win_get_attr(shm.win, MPI_WIN_MODEL, &model, &flag), "MPI_Win_get_attr");
+    if (!flag || *model != MPI_WIN_UNIFIED) {   /* every rank of the node sees the same attribute */
+        fprintf(stderr, PROGRAM ": rank %d: --sync shm needs a window in MPI's unified memory model\n", rank);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    mpi_check(MPI_Win_lock_all(MPI_MODE_NOCHECK, shm.win), "MPI_Win_lock_all");
+    shm.on = 1;
+    shm.grads = malloc(sizeof(float *) * (size_t)P);
+    shm.active = malloc(sizeof(float *) * (size_t)P);
+    shm.world = malloc(sizeof(int) * (size_t)P);
+    agree_or_die(!shm.grads || !shm.active || !shm.world, "out of memory", 1);
+    mpi_check(MPI_Allgather(&rank, 1, MPI_INT, shm.world, 1, MPI_INT, hier.node), "MPI_Allgather");
+    float *lead = NULL;
+    for (int k = 0; k < P; k++) {
+        MPI_Aint size = 0;
+        int disp = 0;
+        float *p = NULL;
+        mpi_check(MPI_Win_shared_query(shm.win, k, &size, &disp, &p), "MPI_Win_shared_query");
+        if (k == 0) lead = p;
+        shm.grads[k] = k == 0 ? p + n : p;
+    }
+    shm.sum = hier.nodes > 1 ? lead + 2 * n : NULL;
+    *params = lead;
+    *grad = shm.grads[hier.node_rank];
+    if (leader && shm.sum) memset(shm.sum, 0, sizeof(float) * (size_t)n);
+}
+
+static void shm_free(void) {
+    if (!shm.on) return;
+    mpi_check(MPI_Win_unlock_all(shm.win), "MPI_Win_unlock_all");
+    mpi_check(MPI_Win_free(&shm.win), "MPI_Win_free");
+    free(shm.grads); free(shm.active); free(shm.world);
+    shm.on = 0;
+}
+
+/* --resume with shm: rank 0 (a leader) loaded the parameters into its node's window;
+ * the other leaders get them, then every node's ranks may read them. */
+static void shm_resumed(const mlp *m) {
+    if (hier.leaders != MPI_COMM_NULL && hier.nodes > 1)
+        mpi_check(MPI_Bcast(m->params, (int)m->params_alloc, MPI_FLOAT, 0, hier.leaders), "MPI_Bcast");
+    node_sync();
+}
+
+/* shm's step: this node rank's slice of the parameters (openmp reduction's: rows of
+ * each W, columns of each b, in units of 16 floats) summed over the buffers of the node's
+ * ranks that had rows (rank order) and updated; across nodes through the node sum. */
+static void shm_exchange_update(mlp *m, float scale, int batch_rows) {
+    int t = hier.node_rank, T = hier.node_size, ng = 0;
+    for (int k = 0; k < T; k++) {
+        long lo, count;
+        shard(batch_rows, shm.world[k], nranks, &lo, &count);
+        if (count > 0) shm.active[ng++] = shm.grads[k];
+    }
+    node_sync();                                   /* every gradient of the node is complete */
+    for (int pass = 0; pass < (shm.sum ? 2 : 1); pass++) {
+        for (int l = 1; l <= m->n_layers; l++) {
+            int in = m->size[l - 1], out = m->size[l];
+            long i0, i1, j0, j1;
+            split_units(in, t, T, 16, &i0, &i1);
+            split_units(out, t, T, 16, &j0, &j1);
+            long w0 = (m->W[l] - m->params) + i0 * out, w1 = (m->W[l] - m->params) + i1 * out;
+            long b0 = (m->b[l] - m->params) + j0, b1 = (m->b[l] - m->params) + j1;
+            if (!shm.sum) {                        /* one node: sum and update at once */
+                sum_update(m->params, shm.active, ng, w0, w1, scale);
+                sum_update(m->params, shm.active, ng, b0, b1, scale);
+            } else if (pass == 0) {                /* nodes: the node's sum of the slice */
+                sum_in_order(shm.sum, shm.active, ng, w0, w1);
+                sum_in_order(shm.sum, shm.active, ng, b0, b1);
+            } else {                               /* the update from the sum over the nodes */
+                float *one[1] = { shm.sum };
+                sum_update(m->params, one, 1, w0, w1, scale);
+                sum_update(m->params, one, 1, b0, b1, scale);
+            }
+        }
+        if (shm.sum && pass == 0) {
+            node_sync();                           /* the node sum is complete */
+            if (hier.leaders != MPI_COMM_NULL)
+                COMM(MPI_Allreduce, (MPI_IN_PLACE, shm.sum, (int)m->params_alloc, MPI_FLOAT, MPI_SUM, hier.leaders));
+            node_sync();                           /* every node's sum is in the node sum */
+        }
+    }
+    node_sync();                                   /* the parameters are updated before any forward */
+}
 
 static void grad_ready(mlp *m, int l) {
     if (sync_mode != SYNC_OVERLAP) return;
@@ -283,10 +462,14 @@ static void sgd_update(mlp *m, float scale) {
     for (long i = 0; i < m->params_alloc; i++) p[i] = fmaf(scale, g[i], p[i]);
 }
 
-/* After backward: sum the gradients over the ranks and apply them (--sync). */
-static void exchange_and_update(mlp *m, float scale) {
+/* After backward: sum the gradients over the ranks and apply them (--sync); batch_rows:
+ * the global batch's rows (shm: which ranks had some). */
+static void exchange_and_update(mlp *m, float scale, int batch_rows) {
     int n = (int)m->params_alloc;
     switch (sync_mode) {
+    case SYNC_SHM:
+        shm_exchange_update(m, scale, batch_rows);
+        break;
     case SYNC_ALLREDUCE:
         COMM(MPI_Allreduce, (MPI_IN_PLACE, m->grad, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
         sgd_update(m, scale);
@@ -317,7 +500,7 @@ static double train_step(mlp *m, const unsigned char *y, int rows, int batch_row
     dense_backward(m, L, m->act[L], rows);
     for (int l = L - 1; l >= 1; l--) dense_backward(m, l, m->delta[l], rows);
     float scale = -lr / (float)batch_rows;
-    exchange_and_update(m, scale);
+    exchange_and_update(m, scale, batch_rows);
     return loss;
 }
 
@@ -374,7 +557,7 @@ int main(int argc, char **argv) {
     flags_agree(o, mo.sync);
     sync_mode = mo.sync;
     char err[IDX_ERR_LEN] = "", variant[64];
-    if (sync_mode == SYNC_HIERARCHICAL) hier_init(&hier);
+    if (sync_mode == SYNC_HIERARCHICAL || sync_mode == SYNC_SHM) hier_init(&hier);
 
     /* outputs (rank 0 writes them): checked before the work, not after it */
     agree_or_die(rank == 0 && (results_check_output(o->csv, "--csv", err, sizeof err) ||
@@ -397,17 +580,22 @@ int main(int argc, char **argv) {
     double *acc_curve = malloc(sizeof(double) * (size_t)o->epochs);
     double *epoch_sec = malloc(sizeof(double) * (size_t)o->epochs);
     double *comm_sec = malloc(sizeof(double) * (size_t)o->epochs);
-    int bad = mlp_init(&m, train.features, o, max_rows) || !order || !batch_y || !loss_curve || !acc_curve ||
-          !epoch_sec || !comm_sec;
-    agree_or_die(bad, "out of memory", 1);
+    double *totals = malloc(sizeof(double) * 5 * (size_t)nranks);   /* every rank's epoch totals */
+    mlp_shape(&m, train.features, o, max_rows);
     if (m.params_alloc > INT_MAX) die_all("--hidden: %ld parameters are more than one MPI message can count", m.params_alloc);
+    float *shared_params = NULL, *shared_grad = NULL;   /* shm: this rank's views of the window */
+    if (sync_mode == SYNC_SHM) shm_init(&m, &shared_params, &shared_grad);
+    int bad = mlp_init(&m, o, shared_params, shared_grad, sync_mode != SYNC_SHM || hier.node_rank == 0) || !order ||
+              !batch_y || !loss_curve || !acc_curve || !epoch_sec || !comm_sec || !totals;
+    agree_or_die(bad, "out of memory", 1);
     snprintf(variant, sizeof variant, "%s", SYNC[mo.sync].name);
 
     /* checkpoint: --resume goes on after the epochs the file holds */
     checkpoint ck;
     checkpoint_init(&ck, PROGRAM, variant, nranks, 1, o, train.side, train_n, test_n, NULL, m.params, m.params_alloc,
                     (double *[]){ loss_curve, acc_curve, epoch_sec, comm_sec }, 4);
-    resume_on_every_rank(&ck, o, 1);
+    resume_on_every_rank(&ck, o, sync_mode != SYNC_SHM);   /* shm: one copy per node */
+    if (sync_mode == SYNC_SHM) shm_resumed(&m);             /* (and the leader's initial values) */
     if (rank == 0) {
         printf("mpi: %s MLP %d", options_activation_name(o->activation), m.size[0]);
         for (int l = 1; l <= m.n_layers; l++) printf("-%d", m.size[l]);
@@ -419,6 +607,11 @@ int main(int argc, char **argv) {
         if (sync_mode == SYNC_HIERARCHICAL)
             printf("mpi: hierarchical: %d node%s, up to %d ranks each%s\n", hier.nodes, hier.nodes == 1 ? "" : "s",
                    hier.max_node_size, hier.pseudo ? " (pseudo-nodes: PARTRAIN_RANKS_PER_NODE)" : "");
+        if (sync_mode == SYNC_SHM)
+            printf("mpi: shm: %d node%s, up to %d ranks each sharing one copy of the model%s%s\n", hier.nodes,
+                   hier.nodes == 1 ? "" : "s", hier.max_node_size,
+                   hier.nodes > 1 ? ", node leaders allreduce the node sums" : "",
+                   hier.pseudo ? " (pseudo-nodes: PARTRAIN_RANKS_PER_NODE)" : "");
         if (o->resume) printf("mpi: resumed from %s after epoch %d\n", o->resume, ck.epochs_done);
         fflush(stdout);
     }
@@ -429,6 +622,7 @@ int main(int argc, char **argv) {
     for (int epoch = ck.epochs_done + 1; epoch <= o->epochs; epoch++) {
         prng_permutation(order, (uint32_t)train_n, o->seed, (uint64_t)epoch);
         comm_seconds = 0.0;
+        if (epoch == 2) { gw_seconds = 0.0; gw_samples = 0; }   /* the cores' speed: epochs 2..E */
         double t0 = timer_now(), loss_sum = 0.0;
         long correct = 0;
         for (long start = 0; start < train_n; start += o->batch) {
@@ -438,13 +632,18 @@ int main(int argc, char **argv) {
             watchdog_progress(epoch, start / o->batch + 1);
             gather_batch(&train, order + start + lo, (int)count, m.act[0], batch_y);
             loss_sum += train_step(&m, batch_y, (int)count, rows, (float)o->lr, &correct);
+            gw_samples += count;
         }
         double seconds = timer_now() - t0, comm = comm_seconds;
         long test_correct = evaluate(&m, &test, NULL);
-        /* totals over the ranks (every rank gets them, so all stop together on divergence) */
-        double mine[4] = { loss_sum, (double)correct, (double)test_correct, comm }, sum[4], slowest;
-        mpi_check(MPI_Allreduce(mine, sum, 4, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
-        mpi_check(MPI_Allreduce(&seconds, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
+        /* totals over the ranks, summed in rank order (a fixed order, openmp's thread order:
+         * the same bits every run); every rank gets them, so all stop together on divergence */
+        double mine[5] = { loss_sum, (double)correct, (double)test_correct, comm, seconds }, sum[4] = { 0 }, slowest = 0;
+        mpi_check(MPI_Allgather(mine, 5, MPI_DOUBLE, totals, 5, MPI_DOUBLE, MPI_COMM_WORLD), "MPI_Allgather");
+        for (int r = 0; r < nranks; r++) {
+            for (int k = 0; k < 4; k++) sum[k] += totals[5 * r + k];
+            if (totals[5 * r + 4] > slowest) slowest = totals[5 * r + 4];
+        }
         epoch_sec[epoch - 1] = slowest;
         comm_sec[epoch - 1] = sum[3] / nranks;
         loss_curve[epoch - 1] = sum[0] / (double)train_n;
@@ -452,15 +651,27 @@ int main(int argc, char **argv) {
         char extra[64];
         snprintf(extra, sizeof extra, "comm %.3f s", comm_sec[epoch - 1]);
         if (results_epoch(PROGRAM, rank == 0, o->quiet, epoch, o->epochs, loss_curve[epoch - 1],
-                          100.0 * sum[1] / (double)train_n, acc_curve[epoch - 1], epoch_sec[epoch - 1], train_n, extra))
+                          100.0 * sum[1] / (double)train_n, acc_curve[epoch - 1], epoch_sec[epoch - 1], train_n, extra)) {
+            shm_free();   /* every rank stops here together */
             return 1;
+        }
         watchdog_beat();   /* a checkpoint being written is progress */
         t_start += checkpoint_after_epoch_root(&ck, o, epoch, timer_now() - t_start);
     }
     double total = timer_now() - t_start;
 
     /* the replicas must be bit-identical (every rank applied the same sums) */
-    if (!replicas_identical(m.params, sizeof(float) * (size_t)m.params_alloc)) return 1;
+    if (!replicas_identical(m.params, sizeof(float) * (size_t)m.params_alloc)) { shm_free(); return 1; }
+
+    /* each rank's weight-gradient microseconds per row (epochs 2..E): how fast its core ran */
+    double gw_us = gw_samples ? 1e6 * gw_seconds / (double)gw_samples : -1.0;
+    double *gw_all = malloc(sizeof(double) * (size_t)nranks);
+    char *gw_text = malloc(16 * (size_t)nranks + 1), *extra = malloc(16 * (size_t)nranks + 128);
+    agree_or_die(!gw_all || !gw_text || !extra, "out of memory", 1);
+    mpi_check(MPI_Gather(&gw_us, 1, MPI_DOUBLE, gw_all, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD), "MPI_Gather");
+    gw_text[0] = '\0';
+    for (int r = 0; r < nranks && rank == 0; r++)
+        sprintf(gw_text + strlen(gw_text), "%s%.3f", r ? "," : "", gw_all[r]);
 
     /* results: rank 0 alone */
     int status = 0;
@@ -485,19 +696,20 @@ int main(int argc, char **argv) {
         }
         if (mo.dump_params && dump_params(&m, mo.dump_params, err, sizeof err)) status = 1;
         else {
-            char extra[96];
-            snprintf(extra, sizeof extra, "comm %.3f s (%.0f%%) | replicas identical", comm_median,
-                     100.0 * comm_median / row.epoch_seconds_median);
+            sprintf(extra, "comm %.3f s (%.0f%%) | gW us/sample %s | replicas identical", comm_median,
+                    100.0 * comm_median / row.epoch_seconds_median, gw_text);
             if (results_finish(&row, o->csv, NULL, extra, err, sizeof err)) status = 1;
         }
         if (status) fprintf(stderr, PROGRAM ": %s\n", err);
     }
 
+    mlp_free(&m);       /* (not the window's buffers) */
+    shm_free();
     hier_free(&hier);
-    mlp_free(&m);
     dataset_free(&train);
     if (test_count > 0) dataset_free(&test);
-    free(order); free(batch_y); free(loss_curve); free(acc_curve); free(epoch_sec); free(comm_sec);
+    free(order); free(batch_y); free(loss_curve); free(acc_curve); free(epoch_sec); free(comm_sec); free(totals);
+    free(gw_all); free(gw_text); free(extra);
     return status;
 }
 #endif

@@ -433,30 +433,13 @@ static void accumulate_critical(mlp *m, const work *w, thread_stats *st) {
     st->critical += timer_now() - t0;
 }
 
-/* W[p] = fmaf(scale, g_0[p] + g_1[p] + ... + g_{ng-1}[p], W[p]) for p in [lo, hi):
- * the sum always in the order of g[], chunk by chunk in a buffer that stays in L1. */
-static void sum_update(float *restrict w, float *const *g, int ng, long lo, long hi, float scale) {
-    enum { CHUNK = 512 };
-    _Alignas(64) float s[CHUNK];
-    for (long p0 = lo; p0 < hi; p0 += CHUNK) {
-        int c = (int)(hi - p0 < CHUNK ? hi - p0 : CHUNK);
-        const float *restrict g0 = g[0] + p0;
-        for (int k = 0; k < c; k++) s[k] = g0[k];
-        for (int u = 1; u < ng; u++) {
-            const float *restrict gu = g[u] + p0;
-            for (int k = 0; k < c; k++) s[k] += gu[k];
-        }
-        float *restrict wp = w + p0;
-        for (int k = 0; k < c; k++) wp[k] = fmaf(scale, s[k], wp[k]);
-    }
-}
-
 // ----------------------------------------------------------------------------
 // update
 //
 // critical/reduction: thread t applies the summed gradient to its own slice of the
-//   parameters (rows of each W, columns of each b) and transposes its rows of W[l] into
-//   W[l]^T for the next backward.
+//   parameters (rows of each W, columns of each b; reduction sums the slice over the
+//   threads' buffers in thread order: sum_update() in common/mlp.h) and transposes its
+//   rows of W[l] into W[l]^T for the next backward.
 // loop: the fused update of serial, W += scale * act^T . dZ, by column panels.
 
 /* g: the ng gradient buffers to add, in order (reduction: the threads that had rows;

@@ -4,7 +4,8 @@ scripts/bench_tables.py — the tables the bench/*.sh scripts print after their 
 the rows they appended (read by column name through scripts/partrain.py).
 
   bench_tables.py openmp CSV --since ISO --epochs E --train N    bench/openmp-bench.sh
-  bench_tables.py mpi CSV --since ISO --epochs E --train N       bench/mpi-bench.sh
+  bench_tables.py mpi CSV --since ISO --epochs E --train N [--cores-log FILE --cores C]
+                                                                 bench/mpi-bench.sh
   bench_tables.py cnn CSV --since ISO --epochs E --train N --cores-log FILE
                                                                  bench/cnn-bench.sh
   bench_tables.py hybrid CSV                                     bench/hybrid-bench.sh
@@ -163,12 +164,54 @@ def mpi_batch(batch, groups):
     return pmax, best
 
 
+def read_mpi_cores_log(path):
+    """(batch, variant, P) -> per run (round), each rank's gW us/sample (None when none printed)"""
+    gw = {}
+    with open(path) as f:
+        for line in f:
+            b, v, p, vals = line.split()
+            ws = [float(x) for x in vals.split(",")] if vals != "-" else []
+            gw.setdefault((int(b), v, int(p)), []).append(ws if ws and all(w > 0 for w in ws) else None)
+    return gw
+
+
+def mpi_vs_openmp(groups, gw, workers):
+    """MPI+MPI vs MPI+OpenMP: mpi shm and allreduce at P = workers beside openmp reduction with
+    that many threads: the median of the same-round ratios against serial, the per-round core
+    bound (workers x the slowest rank's speed against P = 1's, from gW us/sample) and the
+    ratio as a fraction of it"""
+    print(f"\nMPI+MPI vs MPI+OpenMP at {workers} workers (speedup: median over the rounds of serial's epoch / the "
+          "configuration's in the same round;")
+    print(f" bound: {workers} x the slowest rank's weight-gradient speed against P = 1's, that round; openmp: against the "
+          "shm run's bound)")
+    for batch in sorted({k[0] for k in groups}):
+        ser = next(([t for t, _, _, _ in v] for k, v in groups.items() if k[:2] == (batch, "serial")), [])
+        if not ser:
+            continue
+        print(f"  batch {batch}:")
+        bounds = {}
+        for v in ("allreduce", "shm"):
+            one, many = gw.get((batch, v, 1), []), gw.get((batch, v, workers), [])
+            bounds[v] = [len(m) * min(o[0] / w for w in m) if o and m and len(o) == 1 else None
+                         for o, m in zip(one, many)]
+        for prog, v, key in (("mpi", "allreduce", "allreduce"), ("mpi", "shm", "shm"), ("openmp", "reduction", "shm")):
+            runs_ = groups.get((batch, prog, v, workers), [])
+            if not runs_:
+                continue
+            sp = [s_ / t for s_, (t, _, _, _) in zip(ser, runs_)]
+            fr = [x / b for x, b in zip(sp, bounds.get(key, [])) if b]
+            bd = [b for b in bounds.get(key, []) if b]
+            print(f"    {prog:<7} {v:<10} speedup {med(sp):.2f}x (rounds: {fmt_rounds(sp)})"
+                  + (f" | bound {med(bd):.2f}x | {med(fr):.2f} of the bound" if fr else " | bound not measured"))
+
+
 def cmd_mpi(a):
     groups = {}
     for r in rows_since(a.csv, a.since, a.epochs, a.train):
-        key = (int(r["batch"]), r["program"], r["variant"], int(r["ranks"]))
+        workers = int(r["threads"]) if r["program"] == "openmp" else int(r["ranks"])
+        key = (int(r["batch"]), r["program"], r["variant"], workers)
         epochs_2_on = [float(x) for x in r["epoch_seconds"].split(";")[1:]] or [float(r["epoch_seconds_median"])]
-        groups.setdefault(key, []).append((float(r["epoch_seconds_median"]), float(r["comm_seconds"]),
+        groups.setdefault(key, []).append((float(r["epoch_seconds_median"]), float(r["comm_seconds"] or 0),
                                            min(epochs_2_on), r))
     best = {}
     for batch in sorted({k[0] for k in groups}):
@@ -180,6 +223,9 @@ def cmd_mpi(a):
         sp, name, _ = max(best[batch])
         print(f"\ntarget: best variant at P = 2, batch {batch} >= {target:.2f}x serial: {name} {sp:.2f}x -> "
               f"{'MET' if sp >= target else 'NOT MET'}")
+    if a.cores_log:
+        workers = max((k[3] for k in groups if k[1] == "openmp"), default=a.cores)
+        mpi_vs_openmp(groups, read_mpi_cores_log(a.cores_log), workers)
     return 0
 
 
@@ -432,8 +478,8 @@ def main(argv):
         sp.add_argument("--since", default="")
         sp.add_argument("--epochs", required=True)
         sp.add_argument("--train", type=int, default=0)
-        if name == "cnn":
-            sp.add_argument("--cores-log", required=True)
+        if name in ("cnn", "mpi"):
+            sp.add_argument("--cores-log", required=name == "cnn")
             sp.add_argument("--cores", type=int, default=len(os.sched_getaffinity(0)),
                             help="the cores the configurations assumed (default: as nproc)")
     sp = sub.add_parser("hybrid")

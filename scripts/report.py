@@ -12,8 +12,9 @@ scripts/report.py — results/REPORT.md assembled from whatever a run left behin
 Sections (one module each in scripts/reporting/): the run, the machine (probed now, every
 probe with a timeout), one section per seed report (/work/shared/seeds 000..004) with its
 tables and figures regenerated from our measurements and the report's own published
-numbers (scripts/seeds.py) beside ours, MPI scaling, the performance model (scripts/model.py),
-the GPU (scripts/gpu-check.sh's DIR/gpu/summary.csv, when present), PyTorch side by side, what was
+numbers (scripts/seeds.py) beside ours, MPI scaling, MPI+MPI (shared-memory windows) vs
+MPI+OpenMP, the performance model (scripts/model.py), the GPU (scripts/gpu-check.sh's
+DIR/gpu/summary.csv, when present), PyTorch side by side, what was
 skipped, and which timing is which. Every section with numbers ends with a "What this
 shows" paragraph computed from those numbers.
 
@@ -42,6 +43,7 @@ from reporting.gpu import gpu  # noqa: E402
 from reporting.header import header  # noqa: E402
 from reporting.machine import machine  # noqa: E402
 from reporting.model import model  # noqa: E402
+from reporting.mpimpi import mpimpi  # noqa: E402
 from reporting.pytorch import pytorch  # noqa: E402
 from reporting.scaling import scaling  # noqa: E402
 from reporting.seed000 import seed000  # noqa: E402
@@ -52,7 +54,7 @@ from reporting.seed004 import seed004  # noqa: E402
 from reporting.skipped import skipped  # noqa: E402
 from reporting.timings import timings  # noqa: E402
 
-SECTIONS = (seed000, seed001, seed002, seed003, seed004, scaling, model, gpu, pytorch, skipped, timings)
+SECTIONS = (seed000, seed001, seed002, seed003, seed004, scaling, mpimpi, model, gpu, pytorch, skipped, timings)
 
 
 def write(out, text):

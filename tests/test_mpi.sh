@@ -4,7 +4,10 @@
 # stages, M = 1, 4 micro-batches) reproduce serial's per-epoch loss over 3 epochs;
 # allreduce and reduce-bcast end with the same parameters; --sync hierarchical across
 # pseudo-nodes (PARTRAIN_RANKS_PER_NODE=K: 2 nodes x 2 ranks, and 2 + 1) matches serial
-# and a bad K is refused; --batch-per-rank is the
+# and a bad K is refused; --sync shm (MPI-3 shared-memory windows) with P = 1..4 ranks on
+# one node equals openmp --accum reduction --threads P bit for bit (loss and accuracy
+# curves, and the parameters of the final checkpoint), and across 2 pseudo-nodes equals
+# --sync allreduce within the tolerance; --batch-per-rank is the
 # global batch P*B; the error paths (more ranks than samples, a batch smaller than P,
 # bad flags, a rank that dies) end the job with a clear message instead of hanging;
 # the AddressSanitizer/UBSan builds train cleanly.
@@ -19,6 +22,10 @@
 #   allreduce vs reduce-bcast parameters: bit-identical when the two reductions add in
 #     the same order (here P = 2, 4), else max |difference| <= 1e-5 * max |parameter|
 #     (measured 3.3e-7 at P = 3).
+#   shm with P ranks on one node vs openmp reduction with P threads: bit-identical (the
+#     same row split, each parameter summed over the workers' buffers in worker order).
+#   shm across pseudo-nodes vs allreduce: the parameters within 1e-5 * max |parameter|
+#     (the node sums are added in MPI's order among the leaders).
 # Needs mpirun and mpicc (OpenMPI: apt-get install openmpi-bin libopenmpi-dev); without
 # them every check is skipped with that reason, or fails when PARTRAIN_REQUIRE_MPI=1
 # (for CI, where OpenMPI is meant to be installed).
@@ -51,6 +58,11 @@ CSV=$TMP/runs.csv
 last_curve() {
   awk -F, -v p="$1" -v v="$2" -v r="$3" 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
     $c["program"] == p && $c["variant"] == v && $c["ranks"] == r { x = $c["train_loss_curve"] } END { print x }' "$CSV"
+}
+# params_diff A B: "max |a - b| / max |a| N" of two raw float32 files
+params_diff() {
+  paste <(od -An -v -tf4 -w4 "$1") <(od -An -v -tf4 -w4 "$2") | awk '{ d = $1 - $2; if (d < 0) d = -d; a = $1 < 0 ? -$1 : $1;
+    if (!(d <= md)) md = d; if (a > ma) ma = a; n++ } END { printf "%.3g %d\n", (ma > 0 ? md / ma : 1), n }'
 }
 # max_rel A B: largest relative difference between two ';'-separated curves ("bad" if lengths differ)
 max_rel() {
@@ -116,12 +128,63 @@ for p in 2 3 4; do
   if cmp -s "$a" "$b"; then
     pass "allreduce vs reduce-bcast, P = $p: bit-identical parameters"
   else
-    d=$(paste <(od -An -v -tf4 -w4 "$a") <(od -An -v -tf4 -w4 "$b") | awk '{ d = $1 - $2; if (d < 0) d = -d; a = $1 < 0 ? -$1 : $1;
-          if (!(d <= md)) md = d; if (a > ma) ma = a; n++ } END { printf "%.3g %d\n", (ma > 0 ? md / ma : 1), n }')
+    d=$(params_diff "$a" "$b")
     check "allreduce vs reduce-bcast, P = $p: parameters within $TOL (max diff / max |p| = ${d% *})" "$d" \
       awk -v d="${d% *}" -v n="${d#* }" -v t=$TOL 'BEGIN { exit !(n == 235146 && d + 0 <= t + 0) }'
   fi
 done
+
+# ---- --sync shm: P ranks on one node = openmp --accum reduction --threads P, bit for bit:
+# the CSV's curves (17 digits) and the parameters of the final checkpoint (their SHA-256)
+if [ -x openmp/openmp ] && [ -x /usr/bin/python3 ]; then
+  for p in 1 2 3 4; do
+    d=$TMP/shm-$p; mkdir -p "$d"
+    run_mpi "$d/mpi.out" $RUN $p mpi/mpi "${CONF[@]}" --sync shm --checkpoint "$d/mpi.ck" --csv "$d/mpi.csv"
+    [ $rc -eq 0 ] || { fail "shm P = $p vs openmp reduction" "mpi exit $rc: $(tail -n 3 "$d/mpi.out")"; continue; }
+    OMP_WAIT_POLICY=passive timeout $LIMIT openmp/openmp "${CONF[@]}" --accum reduction --threads $p \
+      --checkpoint "$d/omp.ck" --csv "$d/omp.csv" >"$d/omp.out" 2>&1 ||
+      { fail "shm P = $p vs openmp reduction" "openmp exit $?: $(tail -n 3 "$d/omp.out")"; continue; }
+    sig_m="$(csv_col "$d/mpi.csv" train_loss_curve) $(csv_col "$d/mpi.csv" test_acc_curve)"
+    sig_o="$(csv_col "$d/omp.csv" train_loss_curve) $(csv_col "$d/omp.csv" test_acc_curve)"
+    check "shm P = $p: loss and accuracy curves = openmp reduction T = $p, bit for bit" "shm $sig_m, openmp $sig_o" \
+      [ -n "$sig_m" ] && [ "$sig_m" = "$sig_o" ]
+    h_m=$(/usr/bin/python3 scripts/checkpoint.py --params "$d/mpi.ck" 2>&1) h_o=$(/usr/bin/python3 scripts/checkpoint.py --params "$d/omp.ck" 2>&1)
+    check "shm P = $p: parameters = openmp reduction T = $p, bit for bit ($h_m)" "shm $h_m, openmp $h_o" \
+      [ -n "$h_m" ] && [ "$h_m" = "$h_o" ]
+  done
+else
+  skip "shm vs openmp reduction" "openmp/openmp not built or /usr/bin/python3 missing"
+fi
+check "shm says how the window is shared" "$(head -n 3 "$TMP/shm-4/mpi.out" 2>/dev/null)" \
+  grep -q "shm: 1 node, up to 4 ranks each sharing one copy of the model" "$TMP/shm-4/mpi.out"
+# across pseudo-nodes: 2 x 2 and 2 + 1 ranks, against allreduce (whose P = 4, 3 runs above dumped their parameters)
+for pk in 4:2 3:2; do
+  p=${pk%:*} k=${pk#*:}
+  run_mpi "$TMP/out" env PARTRAIN_RANKS_PER_NODE=$k $RUN $p mpi/mpi "${CONF[@]}" --sync shm --csv "$CSV" \
+    --dump-params "$TMP/params-shm-k$k-$p"
+  if [ $rc -ne 0 ]; then fail "mpi --sync shm, P = $p, K = $k" "exit $rc: $(tail -n 5 "$TMP/out")"; continue; fi
+  check "shm, P = $p, K = $k: 2 pseudo-nodes, leaders' allreduce" "$(head -n 3 "$TMP/out")" \
+    grep -q "shm: 2 nodes, up to $k ranks each sharing one copy of the model, node leaders allreduce" "$TMP/out"
+  c_shm=$(last_curve mpi shm $p) c_all=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
+    $c["program"] == "mpi" && $c["variant"] == "allreduce" && $c["ranks"] == '$p' { x = $c["train_loss_curve"] } END { print x }' "$CSV")
+  d=$(max_rel "$c_all" "$c_shm")
+  check "shm, P = $p as 2 pseudo-nodes: per-epoch loss within $TOL of allreduce (max rel diff $d)" "allreduce $c_all, shm $c_shm" \
+    awk -v d="$d" -v t="$TOL" 'BEGIN { exit !(d != "bad" && d + 0 <= t + 0) }'
+  d=$(params_diff "$TMP/params-allreduce-$p" "$TMP/params-shm-k$k-$p")
+  check "shm, P = $p as 2 pseudo-nodes: parameters within $TOL of allreduce (max diff / max |p| = ${d% *})" "$d" \
+    awk -v d="${d% *}" -v n="${d#* }" -v t=$TOL 'BEGIN { exit !(n == 235146 && d + 0 <= t + 0) }'
+done
+# resume across pseudo-nodes (rank 0 loads the window of its node, the other node's leader
+# gets the parameters): 2 epochs, then --resume to 3 = the 3 epochs of P = 4 above
+conf2=("${CONF[@]}"); for i in "${!conf2[@]}"; do [ "${conf2[$i]}" = --epochs ] && conf2[$((i + 1))]=2; done
+run_mpi "$TMP/out" env PARTRAIN_RANKS_PER_NODE=2 $RUN 4 mpi/mpi "${conf2[@]}" --sync shm --checkpoint "$TMP/shm-k2.ck" --csv none
+run_mpi "$TMP/out2" env PARTRAIN_RANKS_PER_NODE=2 $RUN 4 mpi/mpi "${CONF[@]}" --sync shm --resume "$TMP/shm-k2.ck" \
+  --csv "$TMP/shm-resumed.csv" --dump-params "$TMP/params-shm-resumed"
+check "shm, P = 4 as 2 pseudo-nodes, resumed after epoch 2: the same curve and parameters as 3 epochs straight" \
+  "exit $rc: $(tail -n 2 "$TMP/out2"); $(csv_col "$TMP/shm-resumed.csv" train_loss_curve) vs $(last_curve mpi shm 4)" \
+  cmp -s "$TMP/params-shm-resumed" "$TMP/params-shm-k2-4"
+expect_error "shm: bad PARTRAIN_RANKS_PER_NODE: one line, exit 2" "PARTRAIN_RANKS_PER_NODE='x'" --label mpi \
+  env PARTRAIN_RANKS_PER_NODE=x $RUN 2 mpi/mpi --data $DATA --train 100 --epochs 1 --sync shm
 
 # --batch-per-rank B is the global batch P*B: 3 ranks x 20 = serial's batch of 60
 conf_pr=("${CONF[@]}"); for i in "${!conf_pr[@]}"; do [ "${conf_pr[$i]}" = --batch ] && conf_pr[$i]=--batch-per-rank && conf_pr[$((i + 1))]=20; done
@@ -196,14 +259,15 @@ if command -v pgrep >/dev/null; then kill_one_rank; else skip "a killed rank end
 
 # ---- the sanitizer builds (OpenMPI's own allocations are reported as leaks at exit, so
 # leak detection is off: ASAN_OPTIONS=detect_leaks=0)
-for b in mpi pipeline; do
+for cfg in "mpi|--sync overlap" "mpi|--sync shm" "pipeline|--microbatches 3"; do
+  b=${cfg%%|*}
+  read -r -a extra <<<"${cfg#*|}"
   bin=tests/bin/$b-asan
   if [ ! -x $bin ]; then fail "$b sanitizer build" "$bin not built"; continue; fi
-  extra=(--sync overlap); [ $b = pipeline ] && extra=(--microbatches 3)
   ASAN_OPTIONS=detect_leaks=0 run_mpi "$TMP/asan" $RUN 3 $bin --data $DATA --train 500 --test 101 --batch 49 \
     --epochs 2 --predict 1 --csv none "${extra[@]}"
   ok=0; [ $rc -eq 0 ] && ! grep -qE 'ERROR|runtime error' "$TMP/asan" && grep -q "predicted [0-9], true" "$TMP/asan" && ok=1
-  check "AddressSanitizer/UBSan build of $b trains cleanly (3 ranks)" \
+  check "AddressSanitizer/UBSan build of $b ${extra[*]} trains cleanly (3 ranks)" \
     "exit $rc: $(grep -m3 -E 'ERROR|runtime error' "$TMP/asan")$(tail -n 2 "$TMP/asan")" [ $ok = 1 ]
 done
 finish

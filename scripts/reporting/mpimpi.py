@@ -1,0 +1,85 @@
+"""
+scripts/reporting/mpimpi.py — the section "MPI+MPI vs MPI+OpenMP": within one node, ranks
+that share the model through an MPI-3 shared-memory window (mpi/mpi --sync shm) against
+threads that share it (openmp/openmp --accum reduction) and against ranks that copy the
+gradient (--sync allreduce), from bench/mpi-bench.sh's rows (bench-mpi.csv).
+
+Speedups are medians over the rounds of serial's epoch over the configuration's within
+the same round (a round: bench/mpi-bench.sh's k-th pass; every serial row of a batch
+starts one), as the bench's own table computes them.
+"""
+
+from reporting.common import by_number, latest_config, med, num, x
+
+CONFIGS = (("mpi", "allreduce", "mpi --sync allreduce"), ("mpi", "shm", "mpi --sync shm"),
+           ("openmp", "reduction", "openmp --accum reduction"))
+
+
+def workers(r):
+    return int(num(r["threads"]) if r["program"] == "openmp" else num(r["ranks"]))
+
+
+def rounds(rows, batch, w):
+    """[{(program, variant): epoch seconds}] per round of one batch, the configurations at w workers"""
+    out = []
+    for r in rows:
+        if r["batch"] != batch:
+            continue
+        if r["program"] == "serial":
+            out.append({("serial", ""): num(r["epoch_seconds_median"])})
+        elif out and workers(r) == w and (r["program"], r["variant"]) in {(p, v) for p, v, _ in CONFIGS}:
+            out[-1][(r["program"], r["variant"])] = num(r["epoch_seconds_median"])
+    return out
+
+
+def mpimpi(d):
+    i = d.i
+    d.add("## MPI+MPI vs MPI+OpenMP", "")
+    rows = latest_config(i.rows("bench-mpi.csv"))
+    if rows is None:
+        d.para(i.missing("bench-mpi.csv"))
+        return
+    omp = [r for r in rows if r["program"] == "openmp"]
+    if not omp:
+        d.para("not measured in this run: bench-mpi.csv has no openmp rows (a bench/mpi-bench.sh from before "
+               "the MPI+MPI comparison).")
+        return
+    w = max(workers(r) for r in omp)
+    body, speed = [], {}
+    for b in by_number({r["batch"] for r in rows}):
+        rs = rounds(rows, b, w)
+        cells = []
+        for p, v, _ in CONFIGS:
+            ratios = [rd[("serial", "")] / rd[(p, v)] for rd in rs if rd.get((p, v)) and rd.get(("serial", ""))]
+            speed[(b, v)] = med(ratios) if ratios else None
+            cells.append(x(speed[(b, v)]) if ratios else "–")
+        body.append([b] + cells + [str(len(rs))])
+    d.table(["batch"] + [f"{name}, {w} {'threads' if p == 'openmp' else 'ranks'}" for p, _, name in CONFIGS]
+            + ["rounds"], body)
+    d.para(f"Speedup over serial/serial: median over the rounds of the same-round ratio (bench/mpi-bench.sh, "
+           f"{rows[0].get('train_n')} {rows[0].get('dataset')} samples, {rows[0].get('epochs')} epochs per run). "
+           "`--sync shm` keeps one copy of the model per node in an MPI-3 window: each rank's backward writes its "
+           "own gradient buffer, each rank sums and updates its slice of the parameters in place between two node "
+           "barriers (docs/mpi.md); it trains the same bits as `openmp --accum reduction` with as many threads. "
+           "The per-round core bound and each speedup's fraction of it are printed by the benchmark itself.")
+    d.shows(sentences(speed, w))
+
+
+def sentences(speed, w):
+    out = []
+    for b in sorted({k[0] for k in speed}, key=lambda v: int(num(v) or 0)):
+        shm, omp, allr = speed.get((b, "shm")), speed.get((b, "reduction")), speed.get((b, "allreduce"))
+        if shm is None or omp is None:
+            continue
+        who = "MPI+MPI (shm)" if shm > omp else "MPI+OpenMP (reduction)"
+        gap = abs(shm / omp - 1)
+        tie = gap <= 0.05
+        s = (f"At batch {b} with {w} workers, shm runs at {x(shm)} and OpenMP threads at {x(omp)} of serial: "
+             + ("within 5 % of each other, so sharing the model through a window costs ranks about what it costs "
+                "threads" if tie else f"{who} wins by {gap:.0%}"))
+        if allr is not None:
+            s += f"; copying the gradient through MPI_Allreduce gives {x(allr)}"
+            s += (", so at this batch the copy, not the sharing, is what MPI ranks lose" if shm > allr * 1.05 else
+                  ", as fast as sharing: at this batch the step's computation hides the copy")
+        out.append(s + ".")
+    return out
