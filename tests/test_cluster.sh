@@ -11,6 +11,8 @@
 #     (relative difference <= 1e-5, the tolerance of tests/test_mpi.sh and docs/mpi.md)
 #   - the same mpi/mpi --sync allreduce through `srun --mpi=pmix` directly, and through
 #     `scripts/mpirun.sh --hostfile` (mpirun's rsh agent enters the hosts' namespaces)
+#   - MPI+MPI across hosts: 2 hosts x 2 ranks, --sync shm (a shared window per host) equals
+#     --sync allreduce within the tolerance
 #   - the gradients crossed the links: the bytes the hosts sent into the bridge (its ports'
 #     rx counters) during each run are >= the allreduce lower bound, 2(P-1) x gradient bytes
 #     per step summed over the P ranks (each of the G bytes must be combined from P ranks and
@@ -141,6 +143,21 @@ b1=$(sent_bytes)
 check "scripts/mpirun.sh --hostfile (node1..3 slots=1) 3 mpi/mpi (exit $rc)" "$(tail -n 5 "$TMP/hostfile.out")" [ $rc = 0 ]
 check_loss "mpirun --hostfile, allreduce, P = 3" "$(curve "$TMP/hostfile.csv" mpi allreduce)"
 check_bytes "mpirun --hostfile ($steps steps)" $((b1 - b0)) 1
+
+# MPI+MPI across hosts: 2 hosts x 2 ranks, --sync shm (a window per host, the leaders
+# allreduce the host sums) against --sync allreduce over the same 4 ranks
+for v in shm allreduce; do
+  timeout $LIMIT "${LC[@]}" exec ctl srun --mpi=pmix -N 2 --ntasks-per-node=2 mpi/mpi "${CONF[@]}" --sync $v \
+    --csv "$TMP/2x2.csv" >"$TMP/2x2-$v.out" 2>&1; rc=$?
+  check "srun -N 2 --ntasks-per-node=2 mpi/mpi --sync $v (exit $rc)" "$(tail -n 5 "$TMP/2x2-$v.out")" [ $rc = 0 ]
+done
+check "--sync shm on 2 hosts x 2 ranks: 2 nodes of 2 ranks, one window each" "$(grep 'shm:' "$TMP/2x2-shm.out")" \
+  grep -q 'shm: 2 nodes, up to 2 ranks each' "$TMP/2x2-shm.out"
+d=$(max_rel "$(curve "$TMP/2x2.csv" mpi allreduce)" "$(curve "$TMP/2x2.csv" mpi shm)")
+check "--sync shm equals --sync allreduce on 2 hosts x 2 ranks within $TOL (max rel diff $d)" \
+  "allreduce $(curve "$TMP/2x2.csv" mpi allreduce), shm $(curve "$TMP/2x2.csv" mpi shm)" \
+  awk -v d="$d" -v t="$TOL" 'BEGIN { exit !(d != "bad" && d + 0 <= t + 0) }'
+check_loss "srun -N 2 --ntasks-per-node=2, shm, P = 4" "$(curve "$TMP/2x2.csv" mpi shm)"
 
 # inside an allocation scripts/mpirun.sh chooses srun --mpi=pmix by itself
 out=$("${LC[@]}" exec ctl salloc -N 3 --ntasks-per-node=1 scripts/mpirun.sh --dry-run 3 mpi/mpi 2>/dev/null)

@@ -122,6 +122,9 @@ def validate(d, cm, comp, runs):
            + "; ".join(M.validation_summary(val)[-1:]) + ")."
            + (f" Comm seconds of the domain's configurations (inside MPI calls, mean over ranks, waiting for slower "
               f"ranks included): max |error| {max(cerrs):.0%}." if cerrs else "")
+           + (" For `mpi shm` the predicted comm is all the node loses to the ideal split of the batch (openmp's "
+              "thread efficiency: slice sums, cache traffic, barriers), the measured one only its barriers and window "
+              "syncs: those two columns measure different things." if any(v["variant"] == "shm" for v in val) else "")
            + " Errors are predicted/measured − 1; medians over the runs of each configuration.")
 
 

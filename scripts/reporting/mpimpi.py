@@ -79,7 +79,12 @@ def sentences(speed, w):
                 "threads" if tie else f"{who} wins by {gap:.0%}"))
         if allr is not None:
             s += f"; copying the gradient through MPI_Allreduce gives {x(allr)}"
-            s += (", so at this batch the copy, not the sharing, is what MPI ranks lose" if shm > allr * 1.05 else
-                  ", as fast as sharing: at this batch the step's computation hides the copy")
+            if shm > allr * 1.05:
+                s += ", so at this batch the copy, not the sharing, is what MPI ranks lose"
+            elif allr > shm * 1.05:
+                s += (f", {allr / shm - 1:.0%} ahead of sharing: at this batch the copy costs less than the "
+                      "shared model's slice sums, barriers and cache traffic")
+            else:
+                s += ", within 5 % of sharing at this batch"
         out.append(s + ".")
     return out
