@@ -774,7 +774,7 @@ model_data() {
   "$PY" scripts/model.py validate --comm "$results/comm.csv" --runs "$results/model-runs.csv" | tail -n 3 | sed 's/^/    /'
 }
 steps_model() {
-  add_step model model_data "model: bench/comm (allreduce, reduce-bcast, hierarchical, barrier) at P = 2 .. $(words "$SWEEP_RANKS" | awk '{print $NF}'), the trainer runs of the alpha-beta model (bench/model-runs.sh), and, as root with Slurm, N simulated hosts (N = the cores, 2 to 4) at 1/10/25 Gbit, trainers at 1 and 10 (bench/cluster-bench.sh) -> $results/comm.csv, $results/model-runs.csv" "comm.csv model-runs.csv comm-shm.dat comm-tcp-1gbit.dat comm-tcp-10gbit.dat comm-tcp-25gbit.dat"
+  add_step model model_data "model: bench/comm (allreduce, reduce-bcast, hierarchical, iallreduce, barrier) at P = 2 .. $(words "$SWEEP_RANKS" | awk '{print $NF}'), the trainer runs of the alpha-beta model (bench/model-runs.sh), and, as root with Slurm, N simulated hosts (N = the cores, 2 to 4) at 1/10/25 Gbit, trainers at 1 and 10 (bench/cluster-bench.sh) -> $results/comm.csv, $results/model-runs.csv" "comm.csv model-runs.csv comm-shm.dat comm-tcp-1gbit.dat comm-tcp-10gbit.dat comm-tcp-25gbit.dat"
 }
 
 # --- fake --- (a test hook, not a group unless PARTRAIN_TEST_FAKE_STEP=SECONDS is set:

@@ -9,6 +9,9 @@
  *   hierarchical  common/mpi_util.h's hier_allreduce(): MPI_Reduce within each node,
  *                 MPI_Allreduce among the node leaders, MPI_Bcast within each node
  *                 (PARTRAIN_RANKS_PER_NODE=K: pseudo-nodes of K ranks, as in the trainers)
+ *   iallreduce    MPI_Iallreduce(MPI_IN_PLACE, ...) then MPI_Wait: the call of mpi/mpi's
+ *                 --sync overlap (one per layer) with nothing to overlap it, which is what
+ *                 it costs when the library progresses it only inside MPI calls
  *   barrier       MPI_Barrier (bytes 0)
  * Sizes: powers of two from --min-bytes to --max-bytes, plus the gradient bytes of the
  * trainers' MLP (--hidden, default the trainers' 256,128; padded per layer as the trainers
@@ -58,8 +61,8 @@
 // ----------------------------------------------------------------------------
 // options
 
-enum op_kind { OP_ALLREDUCE, OP_REDUCE_BCAST, OP_HIERARCHICAL, OP_BARRIER, N_OPS };
-static const char *const OP_NAME[N_OPS] = { "allreduce", "reduce-bcast", "hierarchical", "barrier" };
+enum op_kind { OP_ALLREDUCE, OP_REDUCE_BCAST, OP_HIERARCHICAL, OP_IALLREDUCE, OP_BARRIER, N_OPS };
+static const char *const OP_NAME[N_OPS] = { "allreduce", "reduce-bcast", "hierarchical", "iallreduce", "barrier" };
 
 typedef struct {
     const char *transport;      /* --transport LABEL [shm] */
@@ -76,7 +79,7 @@ static void usage(void) {
     printf("Usage: scripts/mpirun.sh P bench/comm [options]   (bench/comm.sh runs P = 2..8)\n"
            "Times the trainers' gradient exchanges OSU-style (per call: min/avg/max over the ranks).\n\n"
            "  --transport LABEL     the CSV's transport column: shm, tcp, tcp-1gbit, ... [shm]\n"
-           "  --ops LIST            of allreduce, reduce-bcast, hierarchical, barrier [all four]\n"
+           "  --ops LIST            of allreduce, reduce-bcast, hierarchical, iallreduce, barrier [all five]\n"
            "  --min-bytes N         smallest message, a multiple of 4 [4]\n"
            "  --max-bytes N         largest power-of-two message: N, N/2, ... down to --min-bytes [4194304]\n"
            "  --model-sides LIST    also the trainers' gradient bytes at these image sides, or none [28,57,112]\n"
@@ -133,7 +136,7 @@ static void parse_options(comm_options *o, int argc, char **argv) {
                 int k = 0;
                 while (k < N_OPS && (strlen(OP_NAME[k]) != len || strncmp(p, OP_NAME[k], len))) k++;
                 if (k == N_OPS || seen[k])
-                    options_die(PROGRAM, "--ops: expected distinct names of allreduce, reduce-bcast, hierarchical, barrier, got '%s'", v);
+                    options_die(PROGRAM, "--ops: expected distinct names of allreduce, reduce-bcast, hierarchical, iallreduce, barrier, got '%s'", v);
                 seen[k] = 1;
                 o->ops[o->n_ops++] = k;
                 p += len;
@@ -222,6 +225,12 @@ static void run_op(int op, float *buf, int n) {
     case OP_HIERARCHICAL:
         hier_allreduce(buf, n, &hier);
         break;
+    case OP_IALLREDUCE: {
+        MPI_Request req;
+        mpi_check(MPI_Iallreduce(MPI_IN_PLACE, buf, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req), "MPI_Iallreduce");
+        mpi_check(MPI_Wait(&req, MPI_STATUS_IGNORE), "MPI_Wait");
+        break;
+    }
     default:
         mpi_check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
         break;

@@ -2,7 +2,7 @@
 # bench/comm.sh — bench/comm (the trainers' gradient exchanges timed OSU-style) at each rank
 # count of --ranks-list, on this machine or across hosts through a launcher prefix.
 #
-# For each P: one run of bench/comm (allreduce, reduce-bcast, hierarchical and barrier at
+# For each P: one run of bench/comm (allreduce, reduce-bcast, hierarchical, iallreduce and barrier at
 # 4 B .. 4 MB and the trainers' gradient bytes; docs/comm.md), under the benchmark lock
 # /tmp/partrain-bench.lock with its other load measured and shown (bench_run in bench/lib.sh).
 # Writes: the rows of every P appended to --csv at the end, at once (header

@@ -43,7 +43,7 @@ COMM_HEADER = ["transport", "op", "ranks", "nodes", "ranks_per_node", "bytes", "
 RUN_EXTRA = ["transport", "nodes", "ranks_per_node", "physical_cores"]
 RUN_NEED = ["program", "variant", "ranks", "threads", "image_size", "train_n", "hidden", "batch",
             "epoch_seconds_median", "comm_seconds"] + RUN_EXTRA
-OPS = ("allreduce", "reduce-bcast", "hierarchical", "barrier")
+OPS = ("allreduce", "reduce-bcast", "hierarchical", "iallreduce", "barrier")
 CLASSES = 10                 # output units of every partrain MLP (10 classes)
 BACKWARD_SHARE = 2.0 / 3.0   # backward = 2 of the 3 GEMMs per layer: what overlap can hide behind
 # projection defaults (stated in docs/model.md and the report)
@@ -376,7 +376,7 @@ class CommModel:
         return f.ab(m) if f else (LOCAL_ALPHA_US * 1e-6, 1.0 / (LOCAL_GBYTE_S * 1e9))
 
     def _fit(self, tr, op, pts):
-        if op == "allreduce":
+        if op in ("allreduce", "iallreduce"):
             fns = {n: (lambda p, nd, pn, m, f=f: f(p, m)) for n, f in ALLREDUCE_ALGOS.items()}
             P = [(x["p"], x["nodes"], x["per_node"], x["m"], x["t"], 0.0) for x in pts]
         elif op == "reduce-bcast":
@@ -421,7 +421,9 @@ class CommModel:
                     return cost(reduce_bcast(per_node, m), *net)
                 return hierarchical_time(nodes, per_node, m, net, loc)
             return allreduce_time(p, m, *f.ab(m))
-        f = self.get(transport, "allreduce")
+        # overlap: MPI_Iallreduce + wait, as bench/comm's iallreduce measures it (the
+        # library's non-blocking algorithm, progressed inside MPI calls), else the allreduce
+        f = self.get(transport, "iallreduce" if sync == "overlap" else "allreduce")
         return allreduce_time(p, m, *f.ab(m))
 
 

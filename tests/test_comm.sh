@@ -27,7 +27,7 @@ GRAD=$((4 * 235152))
 csv_check() {
   local csv=$1 p=$2 n=$3 rows=$4 bad
   check "CSV header is comm.csv's" "$(head -n 1 "$csv")" [ "$(head -n 1 "$csv")" = "$HEADER" ]
-  check "CSV has $rows rows (3 ops x 10 sizes + barrier)" "$(csv_rows "$csv") rows" [ "$(csv_rows "$csv")" = "$rows" ]
+  check "CSV has $rows rows (4 ops x 10 sizes + barrier)" "$(csv_rows "$csv") rows" [ "$(csv_rows "$csv")" = "$rows" ]
   bad=$(awk -F, -v p="$p" -v n="$n" 'NR > 1 && !($3 == p && $4 == n && $7 == 20 && $8 > 0 && $8 <= $9 && $9 <= $10 &&
           ($2 == "barrier") == ($6 == 0) && $11 ~ /^20[0-9][0-9]-[01][0-9]-[0-3][0-9]T[0-9:]+Z$/)' "$csv" | head -n 2)
   check "every row: ranks $p, nodes $n, 20 iterations, 0 < min <= avg <= max, a UTC timestamp" "bad rows: $bad" [ -z "$bad" ]
@@ -36,17 +36,17 @@ csv_check() {
 # ---- P = 2, one node, every op
 timeout $LIMIT $RUN 2 bench/comm "${QUICK[@]}" --transport shm --csv "$TMP/c.csv" --dat "$TMP/c.dat" >"$TMP/out" 2>&1; rc=$?
 check "bench/comm P = 2: exit 0, every sum verified" "exit $rc: $(tail -n 3 "$TMP/out")" \
-  grep -q "^comm: shm | 2 ranks (1 node, up to 2 per node) | 10 sizes x 3 ops + barrier | .* | every sum verified" "$TMP/out"
-csv_check "$TMP/c.csv" 2 1 31
+  grep -q "^comm: shm | 2 ranks (1 node, up to 2 per node) | 10 sizes x 4 ops + barrier | .* | every sum verified" "$TMP/out"
+csv_check "$TMP/c.csv" 2 1 41
 check "the default net's gradient ($GRAD bytes) is measured, by every op" "$(grep -c ",$GRAD," "$TMP/c.csv") rows" \
-  [ "$(grep -c "^shm,[a-z-]*,2,1,2,$GRAD," "$TMP/c.csv")" = 3 ]
+  [ "$(grep -c "^shm,[a-z-]*,2,1,2,$GRAD," "$TMP/c.csv")" = 4 ]
 check "the sizes are 4, 8, .. 1024 and the gradient" "$(cut -d, -f6 "$TMP/c.csv" | sort -un | tr '\n' ' ')" \
   [ "$(awk -F, 'NR > 1 && $2 == "allreduce" { printf "%s ", $6 }' "$TMP/c.csv")" = "4 8 16 32 64 128 256 512 1024 $GRAD " ]
-# the table: 10 data rows of 13 columns, column 1 the bytes, column 5 allreduce's iterations;
+# the table: 10 data rows of 17 columns, column 1 the bytes, column 5 allreduce's iterations;
 # the --dat file is stdout with the verdict commented
 cols=$(grep -v '^#' "$TMP/c.dat" | awk '{ print NF }' | sort -u | tr '\n' ' ')
-check "the --dat table: 10 rows x 13 columns (bytes + 4 per op)" "columns: $cols, rows $(grep -vc '^#' "$TMP/c.dat")" \
-  [ "$cols" = "13 " -a "$(grep -vc '^#' "$TMP/c.dat")" = 10 ]
+check "the --dat table: 10 rows x 17 columns (bytes + 4 per op)" "columns: $cols, rows $(grep -vc '^#' "$TMP/c.dat")" \
+  [ "$cols" = "17 " -a "$(grep -vc '^#' "$TMP/c.dat")" = 10 ]
 check "the --dat table's column names and verdict" "$(grep '^#' "$TMP/c.dat" | cut -c1-100)" \
   grep -q "^# bytes allreduce_avg_us allreduce_min_us allreduce_max_us allreduce_iters reduce-bcast_avg_us" "$TMP/c.dat"
 check "stdout is the --dat table with an uncommented verdict" "differs" \
@@ -63,11 +63,11 @@ fi
 PARTRAIN_RANKS_PER_NODE=2 timeout $LIMIT $RUN 4 bench/comm "${QUICK[@]}" --transport shm --csv "$TMP/h.csv" >"$TMP/out" 2>&1; rc=$?
 check "bench/comm P = 4, 2 pseudo-nodes: exit 0, every sum verified" "exit $rc: $(tail -n 3 "$TMP/out")" \
   grep -q "^comm: shm | 4 ranks (2 nodes, up to 2 per node) | .* | every sum verified" "$TMP/out"
-csv_check "$TMP/h.csv" 4 2 31
+csv_check "$TMP/h.csv" 4 2 41
 # appending: a second run adds its rows under the one header
 timeout $LIMIT $RUN 2 bench/comm "${QUICK[@]}" --ops hierarchical --transport tcp --csv "$TMP/h.csv" >"$TMP/out" 2>&1
-check "a second run appends (one header, 31 + 10 rows, its own transport and ops)" "$(head -n 1 "$TMP/h.csv"); $(csv_rows "$TMP/h.csv") rows" \
-  [ "$(grep -c '^transport,' "$TMP/h.csv")" = 1 -a "$(csv_rows "$TMP/h.csv")" = 41 -a "$(grep -c '^tcp,hierarchical,2,1,2,' "$TMP/h.csv")" = 10 ]
+check "a second run appends (one header, 41 + 10 rows, its own transport and ops)" "$(head -n 1 "$TMP/h.csv"); $(csv_rows "$TMP/h.csv") rows" \
+  [ "$(grep -c '^transport,' "$TMP/h.csv")" = 1 -a "$(csv_rows "$TMP/h.csv")" = 51 -a "$(grep -c '^tcp,hierarchical,2,1,2,' "$TMP/h.csv")" = 10 ]
 
 # ---- bad input: one line, exit 2, nothing written
 expect_error "bench/comm: unknown op" "--ops" --label comm $RUN 2 bench/comm --ops allreduce,gather
@@ -90,8 +90,8 @@ check "... and left as it was" "$(cat "$TMP/other.csv")" [ "$(cat "$TMP/other.cs
 out=$(PARTRAIN_BENCH_LOCK=$TMP/bench.lock timeout $LIMIT bench/comm.sh --ranks-list "2 3" --transport shm --csv "$TMP/s.csv" --dat "$TMP/s.dat" \
   -- --max-bytes 64 --model-sides none --iters 5 --warmup 0 2>&1); rc=$?
 check "bench/comm.sh --ranks-list '2 3': exit 0" "exit $rc: $(tail -n 3 <<<"$out")" [ $rc = 0 ]
-check "bench/comm.sh: the rows of both runs (2 x (3 ops x 5 sizes + barrier))" "$(csv_rows "$TMP/s.csv") rows" \
-  [ "$(csv_rows "$TMP/s.csv")" = 32 -a "$(cut -d, -f3 "$TMP/s.csv" | sort -u | tr '\n' ' ')" = "2 3 ranks " ]
+check "bench/comm.sh: the rows of both runs (2 x (4 ops x 5 sizes + barrier))" "$(csv_rows "$TMP/s.csv") rows" \
+  [ "$(csv_rows "$TMP/s.csv")" = 42 -a "$(cut -d, -f3 "$TMP/s.csv" | sort -u | tr '\n' ' ')" = "2 3 ranks " ]
 blocks=$(awk 'BEGIN { b = 1 } /^$/ { e++; next } { if (e >= 2) b++; e = 0 } END { print b }' "$TMP/s.dat")
 check "bench/comm.sh --dat: one block per P, gnuplot indices 0 and 1" "$blocks blocks: $(grep -c '^# bench/comm' "$TMP/s.dat") headers" \
   [ "$blocks" = 2 -a "$(grep -c '^# bench/comm: transport shm, [23] ranks' "$TMP/s.dat")" = 2 ]

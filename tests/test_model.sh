@@ -4,7 +4,7 @@
 # The fixture is generated here from known alpha, beta per transport and a known compute
 # time per step t(b) = a + c*b, with the closed forms written out again in this file (not
 # imported from model.py): comm.csv rows of allreduce (the faster of ring and recursive
-# doubling), reduce-bcast (two binomial trees), barrier and hierarchical, and
+# doubling), reduce-bcast (two binomial trees), barrier, hierarchical and iallreduce, and
 # model-runs.csv rows of serial (several batches), openmp (two batches), mpi (allreduce, reduce-bcast,
 # overlap with a known hidden share, hierarchical, shm as openmp's threads, one
 # oversubscribed) and hybrid. Checks:
@@ -57,6 +57,11 @@ with open(os.path.join(d, "comm.csv"), "w", newline="") as f:
             if p > 1:
                 t = lg(p) * a
                 w.writerow([tr, "barrier", p, n, l, 0, 100, t * 1e6, t * 1e6, t * 1e6, "2026-01-01T00:00:00Z"])
+            if p > 1 and tr == "shm":   # MPI_Iallreduce + wait: its own alpha, beta (1 us, 0.3 ns/B)
+                for k in range(0, 12):
+                    m = 4 * 4 ** k
+                    t = allreduce(p, m, 1e-6, 0.3e-9)
+                    w.writerow([tr, "iallreduce", p, n, l, m, 100, t * 0.9e6, t * 0.95e6, t * 1e6, "2026-01-01T00:00:00Z"])
         for p in (4, 8, 16):
             n, l = (1, p) if tr == "shm" else (p // 2, 2)
             for k in range(0, 12):
@@ -137,7 +142,7 @@ near() {
 }
 for spec in "shm allreduce 0.5 0.2" "shm reduce-bcast 0.5 0.2" "shm hierarchical 0.5 0.2" "shm barrier 0.5 0" \
             "tcp-10gbit allreduce 40 0.9" "tcp-10gbit reduce-bcast 40 0.9" "tcp-10gbit hierarchical 40 0.9" \
-            "tcp-10gbit barrier 40 0"; do
+            "tcp-10gbit barrier 40 0" "shm iallreduce 1 0.3"; do
   # shellcheck disable=SC2086
   check "fit recovers alpha, beta within 1 %: $spec" "$(grep -E "^${spec%% *} +$(cut -d' ' -f2 <<<"$spec") " "$TMP/fit")" near $spec
 done
@@ -208,6 +213,17 @@ if abs(got / want - 1) > 1e-9:
 EOF
 )
 check "project: the ring's exchange time grows with P at fixed bytes; one point equals its closed form" "$ring" [ -z "$ring" ]
+ov=$("$PY" - "$D" <<'EOF2'
+import math, sys; sys.path.insert(0, "scripts"); import model as M
+cm = M.CommModel(M.read_comm(sys.argv[1] + "/comm.csv"))
+m = 940584
+k = int(math.log2(4))
+want = min(2 * 3 * 1e-6 + 2 * 3 / 4 * m * 0.3e-9, k * (1e-6 + m * 0.3e-9))    # shm's iallreduce fit
+got = cm.sync_time("overlap", "shm", 4, 1, 4, m)
+print("ok" if abs(got / want - 1) < 0.01 else f"overlap on shm costs {got}, its iallreduce fit {want}")
+EOF2
+)
+check "--sync overlap is costed by bench/comm's iallreduce rows where they exist" "$ov" [ "$ov" = ok ]
 
 if command -v gnuplot >/dev/null; then
   scripts/plot.sh --results "$D" --plots "$TMP/png" --only model >"$TMP/plot.out" 2>&1; rc=$?
