@@ -16,12 +16,14 @@
 # This kernel has no netem: links get a rate, not a delay (docs/cluster.md).
 #
 # Usage: bench/cluster-bench.sh [--hosts N] [--rates "1gbit 10gbit 25gbit"]
-#                               [--run-rates "10gbit"] [--train N] [--dir DIR] [--quick]
+#                               [--run-rates "10gbit"] [--train N] [--runs R] [--dir DIR] [--quick]
 #   --hosts N        simulated hosts (default: this machine's cores, 2 to 4: at P = N every
 #                    rank has a core of its own, the model's domain; P = 2N shares them)
 #   --rates L        link rates of the comm runs (default "1gbit 10gbit 25gbit")
 #   --run-rates L    link rates of the trainer runs (default "10gbit"; "" for none)
 #   --train N        training samples of the trainer runs (default 10000; --quick: 4000)
+#   --runs R         repetitions of the trainer runs (default 2; --quick: 1): over shaped
+#                    TCP links one run varies by more than the model's 20 % (NOTES 37)
 #   --dir DIR        where comm.csv, comm-tcp-*.dat and model-runs.csv go (default results)
 #   --quick          comm up to 1 MiB only, trainer runs on 4000 samples
 # Needs root and the packages of scripts/localcluster.sh (scripts/setup.sh installs them);
@@ -32,13 +34,14 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 . bench/lib.sh
 
 hosts=$(nproc); [ "$hosts" -ge 2 ] || hosts=2; [ "$hosts" -le 4 ] || hosts=4
-rates="1gbit 10gbit 25gbit" run_rates="10gbit" train="" dir=results quick=0
+rates="1gbit 10gbit 25gbit" run_rates="10gbit" train="" runs="" dir=results quick=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --hosts) need_value "$@"; hosts=$2; shift 2 ;;
     --rates) need_value "$@"; rates=$2; shift 2 ;;
     --run-rates) [ $# -ge 2 ] || die "--run-rates needs a value"; run_rates=$2; shift 2 ;;
     --train) need_value "$@"; train=$2; shift 2 ;;
+    --runs) need_value "$@"; runs=$2; shift 2 ;;
     --dir) need_value "$@"; dir=$2; shift 2 ;;
     --quick) quick=1; shift ;;
     -h|--help) bench_usage; exit 0 ;;
@@ -48,6 +51,8 @@ done
 [[ $hosts =~ ^[1-9][0-9]*$ ]] && [ "$hosts" -ge 2 ] || die "--hosts: an integer >= 2, got '$hosts'"
 [ -n "$train" ] || train=$([ $quick = 1 ] && echo 4000 || echo 10000)
 [[ $train =~ ^[1-9][0-9]*$ ]] || die "--train: not a positive integer: '$train'"
+[ -n "$runs" ] || runs=$([ $quick = 1 ] && echo 1 || echo 2)
+[[ $runs =~ ^[1-9][0-9]*$ ]] || die "--runs: not a positive integer: '$runs'"
 for r in $rates $run_rates; do [[ $r =~ ^[1-9][0-9]*[kmg]bit$ ]] || die "rate '$r': like 1gbit, 10gbit, 500mbit"; done
 for r in $run_rates; do [[ " $rates " == *" $r "* ]] || die "--run-rates: '$r' is not one of --rates ($rates)"; done
 need_built bench/comm mpi/mpi
@@ -71,7 +76,7 @@ for r in $rates; do
     --csv "$dir/comm.csv" --dat "$dir/comm-tcp-$r.dat" "${comm_extra[@]}"
   if [[ " $run_rates " == *" $r "* ]]; then
     bench/model-runs.sh --no-serial --hybrid "" --transport "tcp-$r" --nodes "$hosts" \
-      --ranks "$run_ranks" --batches "64 512" --train "$train" \
+      --ranks "$run_ranks" --batches "64 512" --train "$train" --runs "$runs" \
       --launcher "${LC[*]} exec ctl salloc --quiet -N {nodes} scripts/mpirun.sh {ranks}" --csv "$dir/model-runs.csv"
   fi
 done
