@@ -116,10 +116,11 @@ def validate(d, cm, comp, runs):
            "model's domain (a node of C cores runs at most C workers)"
            + (f": max |error| **{abs(worst['err']):.1%}** ({worst['label']}, {worst['transport']}); "
               f"{sum(abs(v['err']) <= 0.2 for v in own)} of {len(own)} within 20 %." if worst else ": none measured.")
-           + " Configurations marked *shares cores* ran more workers than the machine's cores (every simulated host "
-           "shares this machine's): their collectives wait for descheduled ranks, which a cluster does not do and "
-           "the model does not predict; they are shown for reference ("
-           + "; ".join(M.validation_summary(val)[-1:]) + ")."
+           + (" Configurations marked *shares cores* ran more workers than the machine's cores (every simulated host "
+              "shares this machine's): their collectives wait for descheduled ranks, which a cluster does not do and "
+              "the model does not predict; they are shown for reference ("
+              + "; ".join(M.validation_summary(val)[-1:]) + ")." if any(v.get("shares_cores") for v in val) else
+              " Every configuration here had a core per rank × thread.")
            + (f" Comm seconds of the domain's configurations (inside MPI calls, mean over ranks, waiting for slower "
               f"ranks included): max |error| {max(cerrs):.0%}." if cerrs else "")
            + (" For `mpi shm` the predicted comm is all the node loses to the ideal split of the batch (openmp's "
