@@ -19,11 +19,16 @@
  * imagesize sweep of run_all.sh).
  * Timing (per op and size): one validation call first (each rank sends rank + 1 + i % 3,
  * the sum is exact in float and checked on every rank), then the warm-up calls (dropped),
- * then the timed calls, each after an untimed synchronization of all ranks (a one-double
- * MPI_Allreduce: OSU's barrier, which also tells every rank when to stop); each rank's
- * average per call, min/avg/max over the ranks reduced to rank 0 (as OSU reports). The
- * timed buffer holds zeros (in place, like the trainers; sums stay zero). Iterations:
- * --iters N, or adaptive: until about --target-ms have passed (at least 3, at most 100000),
+ * then the timed calls, OSU's way: each after an untimed synchronization of all ranks (a
+ * one-double MPI_Allreduce: OSU's barrier, which also tells every rank when to stop), each
+ * call timed alone. --back-to-back instead lets them follow each other with nothing
+ * between them, as a trainer with little computation per step makes them: one barrier,
+ * then each rank times its whole run of calls. Over shaped TCP links that is slower
+ * (NOTES 38).
+ * min/avg/max over the ranks of each rank's average are reduced to rank 0 (as OSU
+ * reports). The timed buffer holds zeros (in place, like the trainers; sums stay zero).
+ * Iterations: --iters N, or adaptive: about --target-ms of calls (at least 3, at most
+ * 100000; --back-to-back: the count comes from the warm-up calls' time, agreed by all ranks),
  * so a slow transport or size costs few calls and a fast one many.
  * Output (rank 0): stdout is a gnuplot table (`#` header lines, one row per size: bytes,
  * then avg min max iterations of each op) and a last line "comm: ... | every sum verified";
@@ -36,6 +41,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include <limits.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,12 +78,14 @@ typedef struct {
     train_options net;          /* --hidden A,B,... (the trainers' default) */
     long iters, warmup;         /* --iters (0: adaptive), --warmup */
     double target_ms;           /* --target-ms */
+    int back_to_back;           /* --back-to-back: no synchronization between the timed calls */
     const char *csv, *dat;      /* --csv FILE, --dat FILE (NULL: none) */
 } comm_options;
 
 static void usage(void) {
     printf("Usage: scripts/mpirun.sh P bench/comm [options]   (bench/comm.sh runs P = 2..8)\n"
-           "Times the trainers' gradient exchanges OSU-style (per call: min/avg/max over the ranks).\n\n"
+           "Times the trainers' gradient exchanges OSU-style, or back to back (--back-to-back); per call:\n"
+           "min/avg/max over the ranks.\n\n"
            "  --transport LABEL     the CSV's transport column: shm, tcp, tcp-1gbit, ... [shm]\n"
            "  --ops LIST            of allreduce, reduce-bcast, hierarchical, iallreduce, barrier [all five]\n"
            "  --min-bytes N         smallest message, a multiple of 4 [4]\n"
@@ -87,6 +95,8 @@ static void usage(void) {
            "  --iters N             timed iterations per size [adaptive: about --target-ms]\n"
            "  --target-ms T         adaptive: time calls for about T ms per op and size [20]\n"
            "  --warmup N            untimed iterations before each size [3]\n"
+           "  --back-to-back        the timed calls follow each other with nothing between them [off: OSU's\n"
+           "                        way, the ranks meet (an untimed MPI_Allreduce) before every timed call]\n"
            "  --csv FILE            append one row per (op, size) to FILE (header: " COMM_HEADER ") [none]\n"
            "  --dat FILE            also write stdout's table (gnuplot columns) to FILE [none]\n"
            "  --help                this text\n"
@@ -158,6 +168,8 @@ static void parse_options(comm_options *o, int argc, char **argv) {
             o->warmup = options_long(PROGRAM, a, options_value(PROGRAM, argc, argv, &i), 0, MAX_ITERS);
         } else if (!strcmp(a, "--target-ms")) {
             o->target_ms = options_double(PROGRAM, a, options_value(PROGRAM, argc, argv, &i), 0.1, 60000);
+        } else if (!strcmp(a, "--back-to-back")) {
+            o->back_to_back = 1;
         } else if (!strcmp(a, "--csv")) {
             o->csv = options_value(PROGRAM, argc, argv, &i);
         } else if (!strcmp(a, "--dat")) {
@@ -261,10 +273,28 @@ typedef struct { long iters; double min_us, avg_us, max_us; } timing;
  * or adaptive, until about --target-ms have passed (at least MIN_ITERS calls). */
 static timing time_op(const comm_options *o, int op, float *buf, int n) {
     memset(buf, 0, sizeof(float) * (size_t)n);
+    double w0 = timer_now();
     for (long it = 0; it < o->warmup; it++) run_op(op, buf, n);
     timing t = { 0, 0, 0, 0 };
     double sum = 0.0, start = timer_now(), mine, elapsed = 0.0;
-    for (;;) {
+    if (o->back_to_back) {
+        /* back to back: the count from the warm-up's time per call (slowest rank), one
+         * barrier, then every rank times the whole run */
+        long warm = o->warmup;
+        if (!o->iters && !warm) { run_op(op, buf, n); warm = 1; }   /* an estimate needs one call */
+        mine = warm ? (timer_now() - w0) / (double)warm : 0.0;
+        mpi_check(MPI_Allreduce(&mine, &elapsed, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
+        t.iters = o->iters;
+        if (!t.iters) {
+            double want = elapsed > 0 ? o->target_ms * 1e-3 / elapsed : (double)MAX_ITERS;
+            t.iters = want < MIN_ITERS ? MIN_ITERS : want > MAX_ITERS ? MAX_ITERS : (long)ceil(want);
+        }
+        mpi_check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
+        double t0 = timer_now();
+        for (long it = 0; it < t.iters; it++) run_op(op, buf, n);
+        sum = timer_now() - t0;
+    }
+    for (; !o->back_to_back;) {
         mine = timer_now() - start;
         mpi_check(MPI_Allreduce(&mine, &elapsed, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
         if (o->iters ? t.iters == o->iters

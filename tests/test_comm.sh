@@ -38,6 +38,11 @@ timeout $LIMIT $RUN 2 bench/comm "${QUICK[@]}" --transport shm --csv "$TMP/c.csv
 check "bench/comm P = 2: exit 0, every sum verified" "exit $rc: $(tail -n 3 "$TMP/out")" \
   grep -q "^comm: shm | 2 ranks (1 node, up to 2 per node) | 10 sizes x 4 ops + barrier | .* | every sum verified" "$TMP/out"
 csv_check "$TMP/c.csv" 2 1 41
+# the same with the calls back to back (no synchronization between them)
+timeout $LIMIT $RUN 2 bench/comm "${QUICK[@]}" --back-to-back --transport shm --csv "$TMP/b.csv" >"$TMP/out-b" 2>&1; rc=$?
+check "bench/comm --back-to-back: exit 0, every sum verified" "exit $rc: $(tail -n 3 "$TMP/out-b")" \
+  grep -q "^comm: shm | 2 ranks .* | 10 sizes x 4 ops + barrier | .* | every sum verified" "$TMP/out-b"
+csv_check "$TMP/b.csv" 2 1 41
 check "the default net's gradient ($GRAD bytes) is measured, by every op" "$(grep -c ",$GRAD," "$TMP/c.csv") rows" \
   [ "$(grep -c "^shm,[a-z-]*,2,1,2,$GRAD," "$TMP/c.csv")" = 4 ]
 check "the sizes are 4, 8, .. 1024 and the gradient" "$(cut -d, -f6 "$TMP/c.csv" | sort -un | tr '\n' ' ')" \
