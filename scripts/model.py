@@ -522,7 +522,7 @@ class Compute:
         full, rem = steps_of(n, b)
         return full * self.t_step(b) + (self.t_step(rem) if rem else 0.0)
 
-    def thread_eff(self, t, default, b=None):
+    def thread_eff(self, t, default, b):
         """(efficiency of T threads sharing a batch of b rows, where it comes from): openmp's
         measured batches interpolated in log b (the nearest one outside them)"""
         if t <= 1:
@@ -531,8 +531,6 @@ class Compute:
         if not pts:
             return default, f"stated --thread-eff {default:g} (no openmp rows at T = {t})"
         src = f"openmp rows at T = {t}"
-        if b is None or len(pts) == 1:
-            return (pts[0][1] if len(pts) == 1 else partrain.median(e for _, e in pts)), src
         if b <= pts[0][0]:
             return pts[0][1], src
         if b >= pts[-1][0]:
