@@ -3,8 +3,9 @@
 # to and validated on, in one CSV: results/model-runs.csv.
 #
 # serial/serial (one core) at several batches (its compute time per step t(b)) and
-# openmp/openmp --accum reduction (hybrid's threads) at those batches for each thread count
-# of --openmp (the model's thread efficiency per batch): the model's inputs; then, what it
+# openmp/openmp --accum reduction (hybrid's threads) and --accum owner (mpi --sync shm's
+# scheme) at those batches for each thread count of --openmp (the model's thread
+# efficiency per batch): the model's inputs; then, what it
 # is checked against, mpi/mpi for every --sync variant mpi/mpi --list-variants names at
 # each rank count and batch, and hybrid/hybrid at each PxT given. Every run goes through bench_run
 # (bench/lib.sh: the benchmark lock, the other load measured, columns other_load_cores,
@@ -127,7 +128,7 @@ common=(--data "$data" --train "$train" --epochs "$epochs" --quiet)
 ser=(env OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 taskset -c 0 serial/serial)
 ns=$([ "$serial" = 1 ] && wc -w <<<"$serial_batches" || echo 0)
 nh=$(wc -w <<<"$hybrid")
-BENCH_TOTAL=$(( runs * (ns * (1 + $(wc -w <<<"$openmp")) + $(wc -w <<<"$ranks") * $(wc -w <<<"$batches") * ${#VARIANTS[@]} + nh * $(wc -w <<<"$batches")) ))
+BENCH_TOTAL=$(( runs * (ns * (1 + 2 * $(wc -w <<<"$openmp")) + $(wc -w <<<"$ranks") * $(wc -w <<<"$batches") * ${#VARIANTS[@]} + nh * $(wc -w <<<"$batches")) ))
 echo "model-runs: transport $transport, $nodes node(s), $data (first $train), $epochs epochs x $runs run(s)," \
      "$cores cores; rows -> $csv"
 for _ in $(seq 1 "$runs"); do
@@ -136,7 +137,9 @@ for _ in $(seq 1 "$runs"); do
       one_run "serial b$b" 1 1 "${ser[@]}" --batch "$b" "${common[@]}"
       for t in $openmp; do
         pol=(); [ "$t" -le "$cores" ] || pol=(env OMP_WAIT_POLICY=passive)
-        one_run "openmp T=$t b$b" 1 1 "${pol[@]}" openmp/openmp --accum reduction --threads "$t" --batch "$b" "${common[@]}"
+        for a in reduction owner; do
+          one_run "openmp $a T=$t b$b" 1 1 "${pol[@]}" openmp/openmp --accum "$a" --threads "$t" --batch "$b" "${common[@]}"
+        done
       done
     done
   fi

@@ -22,9 +22,10 @@
 # the target on the medians: best variant at P = 2, batch 512 >= 1.7x serial (the
 # tables: scripts/bench_tables.py mpi; a "*" after a runs count: the median includes
 # disturbed rows).
-# MPI+MPI vs MPI+OpenMP: each round also runs openmp/openmp --accum reduction --threads C
-# (cores 0..C-1, taskset), so that the table after it sets mpi --sync shm and allreduce at
-# P = C beside C threads: per batch, the median over the rounds of serial's epoch over
+# MPI+MPI vs MPI+OpenMP: each round also runs openmp/openmp --accum reduction and --accum
+# owner --threads C (cores 0..C-1, taskset), so that the table after it sets mpi --sync shm
+# and allreduce at P = C beside C threads (owner: shm's scheme, reduction: the same bits
+# through per-thread gradient buffers): per batch, the median over the rounds of serial's epoch over
 # each one's in the same round (a round: the k-th run of every configuration; this VM's
 # speed drifts between stretches of seconds, which a same-round ratio largely cancels),
 # and the per-round core bound, measured as bench/cnn-bench.sh does: every mpi run prints
@@ -95,8 +96,8 @@ serial=(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_NUM_THREADS=1 OPENBLAS_
 since=$(utc_now)
 nb=$(wc -w <<<"$batches")
 C=$SWEEP_CORES cores=$(nproc)
-BENCH_TOTAL=$(( runs * nb * (2 + $(wc -w <<<"$ranks") * ${#VARIANTS[@]}) )) BENCH_CSV=$csv
-# openmp reduction with C threads on cores 0..C-1 (above the real cores: all of them, passive)
+BENCH_TOTAL=$(( runs * nb * (3 + $(wc -w <<<"$ranks") * ${#VARIANTS[@]}) )) BENCH_CSV=$csv
+# openmp reduction and owner with C threads on cores 0..C-1 (above the real cores: all of them, passive)
 omp_cpus="0-$(( (C <= cores ? C : cores) - 1 ))" omp_env=(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE -u OMP_WAIT_POLICY)
 [ "$C" -le "$cores" ] || omp_env+=(OMP_WAIT_POLICY=passive)
 bench_tmp
@@ -115,8 +116,10 @@ for r in $(seq 1 "$runs"); do
         echo "$b $s $p ${gw:--}" >>"$cores_log"
       done
     done
-    bench_run "openmp reduction T=$C b$b" "${omp_env[@]}" OMP_NUM_THREADS="$C" taskset -c "$omp_cpus" \
-      openmp/openmp --accum reduction --threads "$C" --batch "$b" "${common[@]}"
+    for a in reduction owner; do
+      bench_run "openmp $a T=$C b$b" "${omp_env[@]}" OMP_NUM_THREADS="$C" taskset -c "$omp_cpus" \
+        openmp/openmp --accum "$a" --threads "$C" --batch "$b" "${common[@]}"
+    done
   done
 done
 

@@ -16,22 +16,25 @@
  *                 MPI_Bcast within the node (common/mpi_util.h's hier_allreduce());
  *                 every rank updates. PARTRAIN_RANKS_PER_NODE=K: pseudo-nodes of K ranks.
  *   shm           MPI-3 shared memory (MPI+MPI): the ranks of a node (the same nodes and
- *                 pseudo-nodes as hierarchical) hold ONE copy of the parameters and one
- *                 gradient buffer per rank in one MPI_Win_allocate_shared window. Each
- *                 rank's backward writes its own buffer; node barrier; node rank t sums
- *                 its slice of the parameters (openmp reduction's slices) over the buffers
- *                 of the ranks that had rows, in node-rank order, and applies serial's
- *                 update to it in place; node barrier; every forward reads the shared
- *                 parameters. Within a node nothing is copied through MPI: each rank reads
- *                 (P-1)/P of the gradient from the others' buffers and P-1 slices of the
- *                 parameters they updated. Across nodes the slices are summed into a node
+ *                 pseudo-nodes as hierarchical) hold ONE copy of the parameters, and each
+ *                 rank its activations and deltas, in one MPI_Win_allocate_shared window.
+ *                 Each rank's backward computes only its deltas; node barrier; node rank t
+ *                 forms the gradient sums of its slice of the parameters (openmp
+ *                 reduction's slices) from the activations and deltas of the ranks that
+ *                 had rows, rank u's part over u's rows, added in node-rank order, and
+ *                 applies serial's update to it in place; node barrier; every forward
+ *                 reads the shared parameters. Within a node nothing is copied through
+ *                 MPI and no gradient crosses between cores: each rank reads the others'
+ *                 activations and deltas and the P-1 slices of the parameters they
+ *                 updated. Across nodes the slices are summed into a node
  *                 sum buffer in the window and the node leaders MPI_Allreduce it (the
  *                 hierarchical scheme: it works for nodes of unequal size, e.g. 3 + 1,
  *                 where a per-slice allreduce among same-local-rank ranks would need the
  *                 same slicing on every node) before the update: 4 node barriers a step.
- *                 One node: P ranks give openmp --accum reduction --threads P's
- *                 parameters bit for bit (the same row split, the same sums in the same
- *                 order; the per-epoch totals are summed in rank order for that too).
+ *                 One node: P ranks give the parameters of openmp --accum reduction and
+ *                 of --accum owner (shm's scheme with threads) --threads P bit for bit
+ *                 (the same row split, the same sums in the same order; the per-epoch
+ *                 totals are summed in rank order for that too).
  * Memory model of shm: the window must be MPI_WIN_UNIFIED (checked; public and private
  * copies are the same memory), and every rank holds one passive-target epoch on it for
  * the whole run (MPI_Win_lock_all(MPI_MODE_NOCHECK): no lock is taken, it only makes
@@ -40,9 +43,9 @@
  * MPI_Barrier (orders the ranks), MPI_Win_sync (later loads see the others' stores), the
  * pattern MPI-3.1 section 11.7 gives for load/store through shared windows. Between two
  * node_syncs a float is written by at most one rank and read by none other, or only
- * read: the gradient buffers are written in backward and read after the first barrier;
- * the parameters are read in forward/backward and written (each slice by its owner) only
- * between the first and the last barrier of the step.
+ * read: a rank's activations and deltas are written by it in forward/backward and read by
+ * the others between the first and the last barrier of the step; the parameters are read
+ * in forward/backward and written (each slice by its owner) only between those barriers.
  * Per epoch, outside the timed training: loss, correct counts and seconds in MPI are
  * reduced to rank 0, which alone prints and writes the CSV. Every rank loads the whole
  * training set (the shuffle is global) and its own shard of the test set.
@@ -174,7 +177,8 @@ typedef struct {
     float *act[MAX_LAYERS + 1];   /* act[0] = input batch, act[L] = logits, then dZ of the output */
     float *delta[MAX_LAYERS + 1]; /* dL/dZ of hidden layer l */
     float *wt;                    /* transposed weights for the backward product */
-    int own_params;               /* params and grad were allocated here (not shm's window) */
+    int own_params;               /* params were allocated here (not shm's window) */
+    int own_work;                 /* act and delta were allocated here (not shm's window) */
 } mlp;
 
 /* The shape: sizes, n_params and params_alloc (what a parameter buffer must hold). */
@@ -192,20 +196,39 @@ static void mlp_shape(mlp *m, int inputs, const train_options *o, int max_rows) 
     }
 }
 
-/* After mlp_shape: the parameter and gradient buffers (params, grad: NULL to allocate
- * them here; else shm's window) with their per-layer views, the initial parameters when
- * init_params (shm: only the node leader writes the node's one copy), the work buffers. */
-static int mlp_init(mlp *m, const train_options *o, float *params, float *grad, int init_params) {
+/* Floats of the work buffers act[0..L] and delta[0..L] (max_rows rows each), laid out in
+ * that order, each padded to 16 floats; work_views() cuts them out of one block. */
+static long work_floats(const mlp *m) {
+    long n = 0;
+    for (int l = 0; l <= m->n_layers; l++) n += 2 * PAD16((long)m->max_rows * m->size[l]);
+    return n;
+}
+static void work_views(const mlp *m, float *work, float **act, float **delta) {
+    for (int l = 0; l <= m->n_layers; l++) {
+        long n = PAD16((long)m->max_rows * m->size[l]);
+        act[l] = work; work += n;
+        delta[l] = work; work += n;
+    }
+}
+
+/* After mlp_shape: the parameters (params: NULL to allocate them here; else shm's window)
+ * with their per-layer views, the initial parameters when init_params (shm: only the node
+ * leader writes the node's one copy), the gradient, the work buffers (work: NULL to
+ * allocate them here; else this rank's block of shm's window). */
+static int mlp_init(mlp *m, const train_options *o, float *params, float *work, int init_params) {
     long widest = 0;
     for (int l = 1; l <= m->n_layers; l++) {
         long w = (long)m->size[l - 1] * m->size[l];
         if (w > widest) widest = w;
     }
     m->own_params = !params;
+    m->own_work = !work;
     m->params = params ? params : alloc_floats(m->params_alloc);
-    m->grad = grad ? grad : alloc_floats(m->params_alloc);
+    m->grad = alloc_floats(m->params_alloc);
     m->wt = alloc_floats(widest);
-    if (!m->params || !m->grad || !m->wt) return -1;
+    float *block = work ? work : alloc_floats(work_floats(m));
+    if (!m->params || !m->grad || !m->wt || !block) return -1;
+    work_views(m, block, m->act, m->delta);
     if (init_params) memset(m->params, 0, sizeof(float) * (size_t)m->params_alloc);   /* padding stays zero */
     memset(m->grad, 0, sizeof(float) * (size_t)m->params_alloc);
     float *p = m->params, *g = m->grad;
@@ -217,18 +240,14 @@ static int mlp_init(mlp *m, const train_options *o, float *params, float *grad, 
         prng_init_dense(m->W[l], m->size[l - 1], m->size[l], l, l == m->n_layers, o->seed);
         memset(m->b[l], 0, sizeof(float) * (size_t)m->size[l]);
     }
-    for (int l = 0; l <= m->n_layers; l++) {
-        m->act[l] = alloc_floats((long)m->max_rows * m->size[l]);
-        m->delta[l] = alloc_floats((long)m->max_rows * m->size[l]);
-        if (!m->act[l] || !m->delta[l]) return -1;
-    }
     return 0;
 }
 
 static void mlp_free(mlp *m) {
-    if (m->own_params) { free(m->params); free(m->grad); }
+    if (m->own_params) free(m->params);
+    if (m->own_work) free(m->act[0]);   /* the block starts with act[0] */
+    free(m->grad);
     free(m->wt);
-    for (int l = 0; l <= m->n_layers; l++) { free(m->act[l]); free(m->delta[l]); }
 }
 
 /* floats of layer l's segment (W then b, with their padding) in params and grad */
@@ -261,7 +280,8 @@ static void grad_ready(mlp *m, int l);   /* communication: layer l's gradient is
 /* seconds in the weight-gradient products (they touch only this rank's own buffers, so
  * they time the core, not the sharing: bench/mpi-bench.sh's core bound) */
 static double gw_seconds;
-static long gw_samples;           /* the rows they were over */
+static double gw_samples;         /* the rows they were over (shm: this rank's share of them) */
+static int sync_mode;             /* --sync */
 static void comm_progress(void);         /* communication: let started transfers advance */
 
 /* Layer l with dZ (dL/d pre-activation) in dz: first its gradient sums
@@ -271,18 +291,20 @@ static void comm_progress(void);         /* communication: let started transfers
  * rows may be 0 (this rank's part of a short last batch): the sums are then zero. */
 static void dense_backward(mlp *m, int l, const float *dz, int rows) {
     int in = m->size[l - 1], out = m->size[l];
-    /* gW[l] = act[l-1]^T . dz */
-    double t0 = timer_now();
-    matmul(in, out, rows, m->act[l - 1], 1, in, dz, out, m->gW[l], out, &EPI_PLAIN);
-    gw_seconds += timer_now() - t0;
-    /* gb[l] = column sums of dz */
-    float *restrict db = m->gb[l];
-    for (int j = 0; j < out; j++) db[j] = 0.0f;
-    for (int i = 0; i < rows; i++) {
-        const float *restrict d = dz + (long)i * out;
-        for (int j = 0; j < out; j++) db[j] += d[j];
+    if (sync_mode != SYNC_SHM) {   /* shm: the node's ranks form the sums after the step's barrier */
+        /* gW[l] = act[l-1]^T . dz */
+        double t0 = timer_now();
+        matmul(in, out, rows, m->act[l - 1], 1, in, dz, out, m->gW[l], out, &EPI_PLAIN);
+        gw_seconds += timer_now() - t0;
+        /* gb[l] = column sums of dz */
+        float *restrict db = m->gb[l];
+        for (int j = 0; j < out; j++) db[j] = 0.0f;
+        for (int i = 0; i < rows; i++) {
+            const float *restrict d = dz + (long)i * out;
+            for (int j = 0; j < out; j++) db[j] += d[j];
+        }
+        grad_ready(m, l);
     }
-    grad_ready(m, l);
     if (l > 1) {
         /* delta[l-1] = (dz . W^T) * act'(act[l-1]) */
         transpose(m->W[l], in, out, m->wt, in);
@@ -298,7 +320,6 @@ static void dense_backward(mlp *m, int l, const float *dz, int rows) {
 // communication: every MPI call is checked and timed
 
 static double comm_seconds;      /* inside MPI calls during training, since the last reset */
-static int sync_mode;            /* --sync */
 static MPI_Request pending[MAX_LAYERS];   /* overlap: one Iallreduce per layer in flight */
 static int n_pending;
 static hier_comms hier;          /* hierarchical, shm: the node and leader communicators */
@@ -311,10 +332,13 @@ static hier_comms hier;          /* hierarchical, shm: the node and leader commu
 static struct {
     MPI_Win win;
     int on;              /* the window exists (and is locked) */
-    float **grads;       /* node rank k's gradient buffer, k < hier.node_size */
-    float **active;      /* scratch: the buffers of the ranks that had rows this step */
+    float **act, **dz;   /* node rank k's act[l] and dZ of layer l: [k * (L + 1) + l] */
     int *world;          /* node rank k's world rank */
+    int *active, *rows;  /* scratch: the node ranks that had rows this step, and how many */
+    const float **a, **d;   /* scratch: their act[l-1] and dZ of layer l */
     float *sum;          /* nodes > 1: the node's summed gradient, in the leader's segment */
+    float *tile;         /* a block of rows of one layer's gradient sum, summed over ranks */
+    double share;        /* this rank's fraction of the weights (gW us/sample's rows) */
 } shm;
 
 /* Hands the node's stores over to every rank of the node: MPI_Win_sync, MPI_Barrier,
@@ -325,11 +349,12 @@ static void node_sync(void) {
     COMM(MPI_Win_sync, (shm.win));
 }
 
-/* Collective over MPI_COMM_WORLD, after hier_init and mlp_shape: the window. The leader's
- * segment holds the parameters, its gradient and (nodes > 1) the node sum; every other
- * rank's segment its gradient. Non-contiguous segments: each one page-aligned and placed
- * where its owner first touches it. *params and *grad: this rank's views. */
-static void shm_init(const mlp *m, float **params, float **grad) {
+/* Collective over MPI_COMM_WORLD, after hier_init and mlp_shape: the window. Every
+ * rank's segment holds its work buffers (activations and deltas: the others read them
+ * after the step's first barrier); the leader's also the parameters and (nodes > 1) the
+ * node sum. Non-contiguous segments: each one page-aligned and placed where its owner
+ * first touches it. *params and *work: this rank's views. */
+static void shm_init(const mlp *m, float **params, float **work) {
     /* pseudo-nodes (PARTRAIN_RANKS_PER_NODE) must lie within one host's shared memory */
     if (hier.pseudo) {
         MPI_Comm host;
@@ -342,9 +367,9 @@ static void shm_init(const mlp *m, float **params, float **grad) {
         if (any)
             die_all("PARTRAIN_RANKS_PER_NODE=%d: a pseudo-node spans hosts, and --sync shm shares memory within one", hier.pseudo);
     }
-    long n = m->params_alloc, P = hier.node_size;
+    long n = m->params_alloc, nw = work_floats(m), P = hier.node_size, L = m->n_layers;
     int leader = hier.node_rank == 0;
-    long mine = n * (leader ? 2 + (hier.nodes > 1) : 1);
+    long mine = nw + (leader ? n * (1 + (hier.nodes > 1)) : 0);
     MPI_Info info;
     float *base = NULL;
     mpi_check(MPI_Info_create(&info), "MPI_Info_create");
@@ -361,31 +386,50 @@ static void shm_init(const mlp *m, float **params, float **grad) {
     }
     mpi_check(MPI_Win_lock_all(MPI_MODE_NOCHECK, shm.win), "MPI_Win_lock_all");
     shm.on = 1;
-    shm.grads = malloc(sizeof(float *) * (size_t)P);
-    shm.active = malloc(sizeof(float *) * (size_t)P);
+    long tile = 0;
+    for (int l = 1; l <= L; l++) {
+        long t = (long)slice_block_rows(m->size[l]) * m->size[l];
+        if (t > tile) tile = t;
+    }
+    shm.act = malloc(sizeof(float *) * (size_t)(P * (L + 1)));
+    shm.dz = malloc(sizeof(float *) * (size_t)(P * (L + 1)));
     shm.world = malloc(sizeof(int) * (size_t)P);
-    agree_or_die(!shm.grads || !shm.active || !shm.world, "out of memory", 1);
+    shm.active = malloc(sizeof(int) * (size_t)P);
+    shm.rows = malloc(sizeof(int) * (size_t)P);
+    shm.a = malloc(sizeof(float *) * (size_t)P);
+    shm.d = malloc(sizeof(float *) * (size_t)P);
+    shm.tile = alloc_floats(tile);
+    agree_or_die(!shm.act || !shm.dz || !shm.world || !shm.active || !shm.rows || !shm.a || !shm.d || !shm.tile, "out of memory", 1);
     mpi_check(MPI_Allgather(&rank, 1, MPI_INT, shm.world, 1, MPI_INT, hier.node), "MPI_Allgather");
     float *lead = NULL;
     for (int k = 0; k < P; k++) {
         MPI_Aint size = 0;
         int disp = 0;
-        float *p = NULL;
+        float *p = NULL, *delta[MAX_LAYERS + 1];
         mpi_check(MPI_Win_shared_query(shm.win, k, &size, &disp, &p), "MPI_Win_shared_query");
-        if (k == 0) lead = p;
-        shm.grads[k] = k == 0 ? p + n : p;
+        if (k == 0) { lead = p; p += n * (1 + (hier.nodes > 1)); }
+        if (k == hier.node_rank) *work = p;
+        work_views(m, p, shm.act + k * (L + 1), delta);
+        for (int l = 1; l <= L; l++) shm.dz[k * (L + 1) + l] = l == L ? shm.act[k * (L + 1) + L] : delta[l];
     }
-    shm.sum = hier.nodes > 1 ? lead + 2 * n : NULL;
+    shm.sum = hier.nodes > 1 ? lead + n : NULL;
     *params = lead;
-    *grad = shm.grads[hier.node_rank];
     if (leader && shm.sum) memset(shm.sum, 0, sizeof(float) * (size_t)n);
+    long weights = 0, slice = 0;
+    for (int l = 1; l <= L; l++) {
+        long i0, i1;
+        split_units(m->size[l - 1], hier.node_rank, (int)P, 16, &i0, &i1);
+        weights += (long)m->size[l - 1] * m->size[l];
+        slice += (i1 - i0) * m->size[l];
+    }
+    shm.share = (double)slice / (double)weights;
 }
 
 static void shm_free(void) {
     if (!shm.on) return;
     mpi_check(MPI_Win_unlock_all(shm.win), "MPI_Win_unlock_all");
     mpi_check(MPI_Win_free(&shm.win), "MPI_Win_free");
-    free(shm.grads); free(shm.active); free(shm.world);
+    free(shm.act); free(shm.dz); free(shm.world); free(shm.active); free(shm.rows); free(shm.a); free(shm.d); free(shm.tile);
     shm.on = 0;
 }
 
@@ -397,45 +441,68 @@ static void shm_resumed(const mlp *m) {
     node_sync();
 }
 
-/* shm's step: this node rank's slice of the parameters (openmp reduction's: rows of
- * each W, columns of each b, in units of 16 floats) summed over the buffers of the node's
- * ranks that had rows (rank order) and updated; across nodes through the node sum. */
+/* What the slice's sums become: one node, serial's update of the parameters in place;
+ * nodes > 1, the node sum (updated from after the leaders' allreduce). */
+static void shm_finish(float *restrict param, float *restrict node_sum, const float *restrict s, long n, float scale) {
+    if (node_sum) memcpy(node_sum, s, sizeof(float) * (size_t)n);
+    else for (long i = 0; i < n; i++) param[i] = fmaf(scale, s[i], param[i]);
+}
+
+/* shm's step, after every rank's backward has left its activations and deltas in the
+ * window: node rank t owns a slice of the parameters (openmp reduction's: rows of each W,
+ * columns of each b, in units of 16 floats) and forms its gradient sums itself, from the
+ * buffers of the node's ranks that had rows: rank u's sums over its own rows with the
+ * same kernel call per element as openmp reduction's thread u (the same chain of fmaf
+ * over the same rows), added in node-rank order. A block of rows of the slice at a time,
+ * so the sums never leave this core's L1 and no gradient crosses between cores: each
+ * rank reads the others' activations and deltas (a few hundred KB) instead of their
+ * gradients (the model's size). Across nodes through the node sum. */
 static void shm_exchange_update(mlp *m, float scale, int batch_rows) {
-    int t = hier.node_rank, T = hier.node_size, ng = 0;
+    int t = hier.node_rank, T = hier.node_size, L = m->n_layers, ng = 0, *active = shm.active;
+    long node_rows = 0;
     for (int k = 0; k < T; k++) {
         long lo, count;
         shard(batch_rows, shm.world[k], nranks, &lo, &count);
-        if (count > 0) shm.active[ng++] = shm.grads[k];
+        if (count > 0) { active[ng] = k; shm.rows[ng] = (int)count; ng++; node_rows += count; }
     }
-    node_sync();                                   /* every gradient of the node is complete */
-    for (int pass = 0; pass < (shm.sum ? 2 : 1); pass++) {
-        for (int l = 1; l <= m->n_layers; l++) {
-            int in = m->size[l - 1], out = m->size[l];
-            long i0, i1, j0, j1;
-            split_units(in, t, T, 16, &i0, &i1);
-            split_units(out, t, T, 16, &j0, &j1);
-            long w0 = (m->W[l] - m->params) + i0 * out, w1 = (m->W[l] - m->params) + i1 * out;
-            long b0 = (m->b[l] - m->params) + j0, b1 = (m->b[l] - m->params) + j1;
-            if (!shm.sum) {                        /* one node: sum and update at once */
-                sum_update(m->params, shm.active, ng, w0, w1, scale);
-                sum_update(m->params, shm.active, ng, b0, b1, scale);
-            } else if (pass == 0) {                /* nodes: the node's sum of the slice */
-                sum_in_order(shm.sum, shm.active, ng, w0, w1);
-                sum_in_order(shm.sum, shm.active, ng, b0, b1);
-            } else {                               /* the update from the sum over the nodes */
-                float *one[1] = { shm.sum };
-                sum_update(m->params, one, 1, w0, w1, scale);
-                sum_update(m->params, one, 1, b0, b1, scale);
-            }
+    node_sync();                                   /* every rank's activations and deltas are complete */
+    for (int l = 1; l <= L; l++) {
+        int in = m->size[l - 1], out = m->size[l], block = slice_block_rows(out);
+        long i0, i1, j0, j1, w = m->W[l] - m->params, b = m->b[l] - m->params;
+        split_units(in, t, T, 16, &i0, &i1);
+        split_units(out, t, T, 16, &j0, &j1);
+        for (int u = 0; u < ng; u++) {
+            shm.a[u] = shm.act[active[u] * (L + 1) + l - 1];
+            shm.d[u] = shm.dz[active[u] * (L + 1) + l];
         }
-        if (shm.sum && pass == 0) {
-            node_sync();                           /* the node sum is complete */
-            if (hier.leaders != MPI_COMM_NULL)
-                COMM(MPI_Allreduce, (MPI_IN_PLACE, shm.sum, (int)m->params_alloc, MPI_FLOAT, MPI_SUM, hier.leaders));
-            node_sync();                           /* every node's sum is in the node sum */
+        for (long r0 = i0; r0 < i1; r0 += block) {   /* gW[l], its rows r0.. */
+            int rows = (int)(i1 - r0 < block ? i1 - r0 : block);
+            double t0 = timer_now();
+            slice_gradient_block(shm.tile, rows, out, r0, in, shm.a, shm.d, shm.rows, ng);
+            gw_seconds += timer_now() - t0;
+            long at = w + r0 * out;
+            shm_finish(m->params + at, shm.sum ? shm.sum + at : NULL, shm.tile, (long)rows * out, scale);
+        }
+        slice_bias_sums(shm.tile, j0, j1, out, shm.d, shm.rows, ng);   /* gb[l], its columns j0..j1 */
+        shm_finish(m->params + b + j0, shm.sum ? shm.sum + b + j0 : NULL, shm.tile, j1 - j0, scale);
+    }
+    gw_samples += (double)node_rows * shm.share;
+    if (shm.sum) {
+        node_sync();                               /* the node sum is complete */
+        if (hier.leaders != MPI_COMM_NULL)
+            COMM(MPI_Allreduce, (MPI_IN_PLACE, shm.sum, (int)m->params_alloc, MPI_FLOAT, MPI_SUM, hier.leaders));
+        node_sync();                               /* every node's sum is in the node sum */
+        for (int l = 1; l <= L; l++) {
+            long i0, i1, j0, j1, w = m->W[l] - m->params, b = m->b[l] - m->params;
+            split_units(m->size[l - 1], t, T, 16, &i0, &i1);
+            split_units(m->size[l], t, T, 16, &j0, &j1);
+            float *one[1] = { shm.sum };
+            sum_update(m->params, one, 1, w + i0 * m->size[l], w + i1 * m->size[l], scale);
+            sum_update(m->params, one, 1, b + j0, b + j1, scale);
         }
     }
-    node_sync();                                   /* the parameters are updated before any forward */
+    node_sync();                                   /* the parameters are updated before any forward,
+                                                      and no rank's buffers are read any more */
 }
 
 static void grad_ready(mlp *m, int l) {
@@ -583,9 +650,9 @@ int main(int argc, char **argv) {
     double *totals = malloc(sizeof(double) * 5 * (size_t)nranks);   /* every rank's epoch totals */
     mlp_shape(&m, train.features, o, max_rows);
     if (m.params_alloc > INT_MAX) die_all("--hidden: %ld parameters are more than one MPI message can count", m.params_alloc);
-    float *shared_params = NULL, *shared_grad = NULL;   /* shm: this rank's views of the window */
-    if (sync_mode == SYNC_SHM) shm_init(&m, &shared_params, &shared_grad);
-    int bad = mlp_init(&m, o, shared_params, shared_grad, sync_mode != SYNC_SHM || hier.node_rank == 0) || !order ||
+    float *shared_params = NULL, *shared_work = NULL;   /* shm: this rank's views of the window */
+    if (sync_mode == SYNC_SHM) shm_init(&m, &shared_params, &shared_work);
+    int bad = mlp_init(&m, o, shared_params, shared_work, sync_mode != SYNC_SHM || hier.node_rank == 0) || !order ||
               !batch_y || !loss_curve || !acc_curve || !epoch_sec || !comm_sec || !totals;
     agree_or_die(bad, "out of memory", 1);
     snprintf(variant, sizeof variant, "%s", SYNC[mo.sync].name);
@@ -632,7 +699,7 @@ int main(int argc, char **argv) {
             watchdog_progress(epoch, start / o->batch + 1);
             gather_batch(&train, order + start + lo, (int)count, m.act[0], batch_y);
             loss_sum += train_step(&m, batch_y, (int)count, rows, (float)o->lr, &correct);
-            gw_samples += count;
+            if (sync_mode != SYNC_SHM) gw_samples += count;   /* (shm: in its exchange) */
         }
         double seconds = timer_now() - t0, comm = comm_seconds;
         long test_correct = evaluate(&m, &test, NULL);

@@ -9,6 +9,11 @@
  *              thread updates its slice of the parameters (seed report 001, listing 1).
  *   reduction  the same without a lock: thread t sums its parameter slice over the
  *              threads' buffers in thread order (fixed order: bit-identical reruns).
+ *   owner      reduction's sums, formed where they are used: after backward (deltas
+ *              only) thread t computes its parameter slice's gradient from every
+ *              thread's activations and dZ, thread u's part over u's rows, added in
+ *              thread order; no gradient buffer (reduction's bits, its cross-core
+ *              traffic cut from the model's size to the batch's activations).
  *   loop       one model and one set of activations, every loop of the step split over
  *              the team (seed report 000): products tile by tile by column panels of W,
  *              row-wise work by rows; each element is computed by one thread in serial's
@@ -17,8 +22,8 @@
  *              rows of W2) and everything that touches them; the small rest of the net
  *              runs whole on every thread's replica. No gradient is ever combined.
  * What moves per step: critical/reduction each thread's gradient (the size of the
- *   model); loop the activations; model layer 2's partial products.
- * Synchronisation per step: critical 1 critical section + 2 barriers, reduction 2,
+ *   model); owner and loop the activations; model layer 2's partial products.
+ * Synchronisation per step: critical 1 critical section + 2 barriers, reduction and owner 2,
  *   loop 3, model 1 barrier. sync_seconds: time in them, summed over the threads.
  * Threads: one `omp parallel` region per epoch; above the cores OMP_WAIT_POLICY=passive
  *   (a warning says so). Design, tolerances and determinism: docs/openmp.md.
@@ -60,6 +65,7 @@
 #define ACCUM_MODES(X) \
     X(ACCUM_CRITICAL,  "critical",  "critical",  "batch slices, gradients summed in omp critical") \
     X(ACCUM_REDUCTION, "reduction", "reduction", "batch slices, lock-free fixed-order sum per parameter slice") \
+    X(ACCUM_OWNER,     "owner",     "owner",     "batch slices, each thread forms its parameter slice's sums from all rows (reduction's bits)") \
     X(ACCUM_LOOP,      "loop",      "loop",      "one model, every product split over the threads") \
     X(ACCUM_MODEL,     "model",     "model",     "each thread owns a slice of layer 1's hidden units")
 enum accum_kind { ACCUM_MODES(VARIANT_ENUM) N_ACCUM };
@@ -68,7 +74,7 @@ static const variant ACCUM[] = { ACCUM_MODES(VARIANT_ROW) };
 typedef struct {
     train_options common;
     int threads;                /* --threads T */
-    int accum;                  /* --accum critical|reduction|loop */
+    int accum;                  /* --accum critical|reduction|owner|loop|model */
 } openmp_options;
 
 static void usage(void) {
@@ -151,7 +157,8 @@ typedef struct {
     int max_rows;
     float *act[MAX_LAYERS + 1];   /* act[0] = input rows, act[L] = logits, then dZ of the output */
     float *delta[MAX_LAYERS + 1]; /* dL/dZ of hidden layer l */
-    float *grad;                  /* critical/reduction: this thread's gradient, laid out like params */
+    float *grad;                  /* critical/reduction: this thread's gradient, laid out like params;
+                                     owner: a block of its slice's sums (slice_block_rows) */
     unsigned char *y;             /* labels of the rows in act[0] */
     float *x2;                    /* loop: the other input buffer (the next batch is gathered */
     unsigned char *y2;            /*       during this one's update), and its labels */
@@ -222,7 +229,7 @@ static int mlp_init(mlp *m, int inputs, const train_options *o, int need_grad, i
     return 0;
 }
 
-static int work_init(work *w, const mlp *m, int max_rows, int need_grad, int double_input) {
+static int work_init(work *w, const mlp *m, int max_rows, long grad_floats, int double_input) {
     memset(w, 0, sizeof *w);
     w->max_rows = max_rows;
     for (int l = 0; l <= m->n_layers; l++) {
@@ -232,10 +239,21 @@ static int work_init(work *w, const mlp *m, int max_rows, int need_grad, int dou
     }
     w->y = malloc((size_t)max_rows);
     if (!w->y) return -1;
-    if (need_grad && !(w->grad = zeroed_floats(m->params_alloc))) return -1;   /* padding stays zero */
+    if (grad_floats && !(w->grad = zeroed_floats(grad_floats))) return -1;   /* padding stays zero */
     if (double_input && (!(w->x2 = alloc_floats((long)max_rows * m->size[0])) || !(w->y2 = malloc((size_t)max_rows))))
         return -1;
     return 0;
+}
+
+/* owner: the floats of the largest block of a slice's sums */
+static long owner_tile_floats(const mlp *m) {
+    long n = 16;
+    for (int l = 1; l <= m->n_layers; l++) {
+        long b = (long)slice_block_rows(m->size[l]) * m->size[l];
+        if (b > n) n = b;
+        if (m->size[l] > n) n = m->size[l];   /* (the bias part) */
+    }
+    return n;
 }
 
 static void work_free(work *w, const mlp *m) {
@@ -399,9 +417,10 @@ static void dense_delta(const mlp *m, work *w, int l, const float *dz, int rows)
 
 /* Layer l with dZ (dL/d pre-activation) in dz: the gradient for the layer below, then
  * this layer's weight and bias gradients into the thread's buffer. */
-static void dense_backward(const mlp *m, work *w, int l, const float *dz, int rows) {
+static void dense_backward(const mlp *m, work *w, int l, const float *dz, int rows, int accum) {
     int in = m->size[l - 1], out = m->size[l];
     if (l > 1) dense_delta(m, w, l, dz, rows);
+    if (accum == ACCUM_OWNER) return;   /* its sums are formed after the barrier (update_owned) */
     /* gW = act[l-1]^T . dz */
     matmul(in, out, rows, w->act[l - 1], 1, in, dz, out, w->grad + w_offset(m, l), out, &EPI_PLAIN);
     /* gb = column sums of dz */
@@ -458,6 +477,40 @@ static void update_slice(mlp *m, float *const *g, int ng, float scale, int t, in
     }
 }
 
+/* owner: thread t's slice of the parameters (update_slice's) updated from the gradient
+ * sums it forms itself from the `active` threads' rows (slice_gradient_block in
+ * common/mlp.h: thread u's sums over its rows, added in thread order, block by block in
+ * t's own tile), so the bits are reduction's; then its rows of W[l]^T, as update_slice. */
+static void update_owned(mlp *m, const work *ws, int batch_rows, int active, float scale, int t, int T) {
+    int L = m->n_layers, n[MAX_THREADS];
+    const float *a[MAX_THREADS], *d[MAX_THREADS];
+    float *restrict tile = ws[t].grad;
+    for (int u = 0; u < active; u++) {
+        long lo, hi;
+        split_units(batch_rows, u, T, 1, &lo, &hi);
+        n[u] = (int)(hi - lo);
+    }
+    for (int l = 1; l <= L; l++) {
+        int in = m->size[l - 1], out = m->size[l], block = slice_block_rows(out);
+        long i0, i1, j0, j1;
+        split_units(in, t, T, 16, &i0, &i1);
+        split_units(out, t, T, 16, &j0, &j1);
+        for (int u = 0; u < active; u++) {
+            a[u] = ws[u].act[l - 1];
+            d[u] = l == L ? ws[u].act[L] : ws[u].delta[l];
+        }
+        for (long r0 = i0; r0 < i1; r0 += block) {
+            int rows = (int)(i1 - r0 < block ? i1 - r0 : block);
+            slice_gradient_block(tile, rows, out, r0, in, a, d, n, active);
+            float *restrict wp = m->W[l] + r0 * out;
+            for (long i = 0; i < (long)rows * out; i++) wp[i] = fmaf(scale, tile[i], wp[i]);
+        }
+        slice_bias_sums(tile, j0, j1, out, d, n, active);
+        for (long j = j0; j < j1; j++) m->b[l][j] = fmaf(scale, tile[j - j0], m->b[l][j]);
+        if (l >= 2 && i1 > i0) transpose(m->W[l] + i0 * out, (int)(i1 - i0), out, m->wt[l] + i0, in);
+    }
+}
+
 /* loop: every layer's W[l] += scale * act[l-1]^T . dZ[l] (x is act[0]), called by every
  * thread of the team. Tiles shared out column panel first (see dense_forward_team);
  * each element is summed over the whole batch in serial's order, and the thread that
@@ -507,7 +560,7 @@ static void dense_update_team(mlp *m, const work *w, const float *x, int rows, f
     }
 }
 
-/* Data-parallel step (critical, reduction), called by every thread: thread t trains on
+/* Data-parallel step (critical, reduction, owner), called by every thread: thread t trains on
  * its rows of the batch into its own gradient, then the gradients are combined and the
  * parameters updated. A thread without rows (batch < T) still does its part of the
  * update and every barrier. */
@@ -526,8 +579,8 @@ static void train_step_data(mlp *m, work *ws, thread_stats *st, const dataset *d
         }
         mlp_forward(m, w, n);
         st->loss += softmax_xent(w->act[L], w->y, n, m->size[L], &st->correct);
-        dense_backward(m, w, L, w->act[L], n);
-        for (int l = L - 1; l >= 1; l--) dense_backward(m, w, l, w->delta[l], n);
+        dense_backward(m, w, L, w->act[L], n, accum);
+        for (int l = L - 1; l >= 1; l--) dense_backward(m, w, l, w->delta[l], n, accum);
     }
     float scale = -lr / (float)rows;
     int active = rows < T ? rows : T;      /* threads 0..active-1 had rows */
@@ -537,6 +590,9 @@ static void train_step_data(mlp *m, work *ws, thread_stats *st, const dataset *d
         float *g[1] = { m->grad };
         update_slice(m, g, 1, scale, t, T);
         if (t == 0) m->arrivals = 0;       /* read by the next step's critical, after the barrier */
+    } else if (accum == ACCUM_OWNER) {
+        team_barrier(st);                  /* every thread's activations and dZ are complete */
+        update_owned(m, ws, rows, active, scale, t, T);
     } else {
         team_barrier(st);                  /* every thread's gradient is complete */
         float *g[MAX_THREADS];
@@ -851,7 +907,7 @@ int main(int argc, char **argv) {
     /* model and buffers: critical/reduction, one work per thread for its slice of a batch
      * (and of an evaluation block); loop, one shared work for the whole batch */
     mlp m;
-    int data_parallel = accum == ACCUM_CRITICAL || accum == ACCUM_REDUCTION;
+    int data_parallel = accum == ACCUM_CRITICAL || accum == ACCUM_REDUCTION || accum == ACCUM_OWNER;
     int paneled = accum == ACCUM_LOOP || accum == ACCUM_MODEL;
     long big = o->batch > EVAL_BATCH ? o->batch : EVAL_BATCH;
     int max_rows = (int)(data_parallel ? (big + T - 1) / T : big);
@@ -872,7 +928,8 @@ int main(int argc, char **argv) {
     int fail = !ws || !st || !order || !pred || !loss_curve || !acc_curve || !epoch_sec || !sync_sec || !barrier_sec ||
                mlp_init(&m, train.features, o, accum == ACCUM_CRITICAL, paneled);
     for (int i = 0; i < n_work && !fail; i++)
-        fail = work_init(&ws[i], &m, max_rows, data_parallel, accum == ACCUM_LOOP) ||
+        fail = work_init(&ws[i], &m, max_rows, data_parallel ? (accum == ACCUM_OWNER ? owner_tile_floats(&m) : m.params_alloc) : 0,
+                         accum == ACCUM_LOOP) ||
                (accum == ACCUM_MODEL && (work_init_model(&ws[i], &m, (int)o->batch) || mlp_replica(&views[i], &m, i)));
     for (int i = 0; i < 3 && accum == ACCUM_MODEL && !fail; i++)
         fail = !(xs[i] = alloc_floats(o->batch * m.size[0])) || !(ys[i] = malloc((size_t)o->batch));

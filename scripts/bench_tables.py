@@ -194,7 +194,8 @@ def mpi_vs_openmp(groups, gw, workers):
             one, many = gw.get((batch, v, 1), []), gw.get((batch, v, workers), [])
             bounds[v] = [len(m) * min(o[0] / w for w in m) if o and m and len(o) == 1 else None
                          for o, m in zip(one, many)]
-        for prog, v, key in (("mpi", "allreduce", "allreduce"), ("mpi", "shm", "shm"), ("openmp", "reduction", "shm")):
+        for prog, v, key in (("mpi", "allreduce", "allreduce"), ("mpi", "shm", "shm"), ("openmp", "owner", "shm"),
+                             ("openmp", "reduction", "shm")):
             runs_ = groups.get((batch, prog, v, workers), [])
             if not runs_:
                 continue

@@ -486,16 +486,19 @@ class Compute:
             t_full = (e - (self.a + self.c * rem if rem else 0.0)) / full if full else e
             per.setdefault(b, []).append(t_full / b)
         self.per_sample = sorted((b, partrain.median(v)) for b, v in per.items() if v)
-        # thread efficiency per thread count T and batch b: openmp's rows (the --accum of
-        # hybrid's threads), serial's epoch at b / (T x openmp's), CPU sharing taken out
+        # thread efficiency per scheme, thread count T and batch b: openmp's rows, serial's
+        # epoch at b / (T x openmp's), CPU sharing taken out. Scheme "reduction": hybrid's
+        # threads (per-thread gradients); "owner": mpi --sync shm's ranks, which share a
+        # node's model the way openmp --accum owner's threads do
         eff = {}
         for r in runs:
-            if r["program"] == "openmp" and r["_v"]["threads"] > 1 and r["variant"] == "reduction":
+            if r["program"] == "openmp" and r["_v"]["threads"] > 1 and r["variant"] in ("reduction", "owner"):
                 t, b = int(r["_v"]["threads"]), int(r["_v"]["batch"])
                 e = r["_v"]["epoch_seconds_median"] / share_of(1, t, r["_v"]["physical_cores"], other_load(r))
                 ideal = self.epoch_serial(int(r["_v"]["train_n"]), b) / t
-                eff.setdefault(t, {}).setdefault(b, []).append(ideal / e)
-        self.eff = {t: sorted((b, partrain.median(v)) for b, v in bs.items()) for t, bs in eff.items()}
+                eff.setdefault(r["variant"], {}).setdefault(t, {}).setdefault(b, []).append(ideal / e)
+        self.eff = {v: {t: sorted((b, partrain.median(x)) for b, x in bs.items()) for t, bs in ts.items()}
+                    for v, ts in eff.items()}
         self.overlap_pairs = overlap_pairs(runs)
         self.hidden = partrain.median(h for *_, h in self.overlap_pairs) if self.overlap_pairs else 0.0
 
@@ -522,15 +525,16 @@ class Compute:
         full, rem = steps_of(n, b)
         return full * self.t_step(b) + (self.t_step(rem) if rem else 0.0)
 
-    def thread_eff(self, t, default, b):
-        """(efficiency of T threads sharing a batch of b rows, where it comes from): openmp's
-        measured batches interpolated in log b (the nearest one outside them)"""
+    def thread_eff(self, t, default, b, scheme="reduction"):
+        """(efficiency of T threads sharing a batch of b rows, where it comes from): openmp
+        --accum SCHEME's measured batches interpolated in log b (the nearest one outside
+        them)"""
         if t <= 1:
             return 1.0, "one thread"
-        pts = self.eff.get(t)
+        pts = self.eff.get(scheme, {}).get(t)
         if not pts:
-            return default, f"stated --thread-eff {default:g} (no openmp rows at T = {t})"
-        src = f"openmp rows at T = {t}"
+            return default, f"stated --thread-eff {default:g} (no openmp {scheme} rows at T = {t})"
+        src = f"openmp {scheme} rows at T = {t}"
         if b <= pts[0][0]:
             return pts[0][1], src
         if b >= pts[-1][0]:
@@ -568,12 +572,12 @@ def predict(cm, comp, program, sync, transport, ranks, threads, nodes, per_node,
     def step(rows):
         per_rank = math.ceil(rows / ranks)
         if program == "mpi" and sync == "shm":
-            # a node's ranks share one model in a window, summing slices like openmp's
-            # threads (--accum reduction): the node's step is openmp's at T = its ranks,
+            # a node's ranks share one model in a window, forming slices' sums like openmp's
+            # threads (--accum owner): the node's step is openmp's at T = its ranks,
             # whatever it loses to the ideal split counted as exchange; the node sums
             # are then allreduced among the nodes
             node_rows = math.ceil(rows / nodes)
-            eff, _ = comp.thread_eff(per_node, thread_eff, node_rows)
+            eff, _ = comp.thread_eff(per_node, thread_eff, node_rows, "owner")
             t_node = comp.t_step(node_rows) / (per_node * eff) * share
             t_comp = comp.t_step(per_rank) * share
             t_comm = max(0.0, t_node - t_comp)
@@ -862,9 +866,10 @@ def fit_lines(cm, comp):
         out.append("overlap hides " + (f"{comp.hidden:.0%} of the allreduce (median of {len(comp.overlap_pairs)} "
                                        "measured mpi overlap/allreduce pairs)" if comp.overlap_pairs else
                                        "nothing: no mpi overlap/allreduce pair measured"))
-        if comp.eff:
-            out.append("thread efficiency (openmp rows, per thread count at each measured batch): " + "; ".join(
-                f"T={t} " + ", ".join(f"b={b} {e:.2f}" for b, e in pts) for t, pts in sorted(comp.eff.items())))
+        for v, ts in sorted(comp.eff.items()):
+            out.append(f"thread efficiency (openmp --accum {v} rows, per thread count at each measured batch; "
+                       + ("hybrid's threads" if v == "reduction" else "mpi --sync shm's ranks") + "): " + "; ".join(
+                           f"T={t} " + ", ".join(f"b={b} {e:.2f}" for b, e in pts) for t, pts in sorted(ts.items())))
     return out
 
 

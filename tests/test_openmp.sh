@@ -20,7 +20,8 @@
 #     per thread that owns hidden units), every other element as in serial: the same
 #     kind of rounding difference, under the same 1e-5 tolerance (measured: see the
 #     "info:" line).
-# Also: reduction and model are bit-identical from run to run; tiny slices (batch 16 and 5 with 8
+# Also: owner gives reduction's parameters bit for bit; reduction, owner and model are
+# bit-identical from run to run; tiny slices (batch 16 and 5 with 8
 # threads, threads without rows); sigmoid, leaky-relu, deeper nets, resampled images,
 # full batch (loop: the same weights as serial, through the update's K blocks); the CSV
 # row; the default thread count; the oversubscription warning; the command-line contract
@@ -84,8 +85,26 @@ for v in $(variants $BIN); do
 done
 echo "info: largest deviation of critical/reduction/model from serial: $worst_dp (tolerance $TOL)"
 
-# ---- reduction, model: bit-identical from run to run for a given T ------------------
-for v in reduction model; do
+# ---- owner: reduction's parameters bit for bit (SHA-256 of the final checkpoint's), at
+# T = 1..4 and with a short last batch (1202 = 20 x 60 + 2: threads without rows)
+if [ -x /usr/bin/python3 ]; then
+  OWN=(--data $DATA --train 1202 --test 300 --epochs 2 --batch 60 --lr 0.1 --seed 2 --quiet --csv none)
+  for T in 1 2 3 4; do
+    for v in reduction owner; do
+      $BIN "${OWN[@]}" --accum $v --threads $T --checkpoint "$TMP/own-$v.ck" >"$TMP/out" 2>&1 || echo "FAILED $v" >>"$TMP/own-fail"
+    done
+    h_r=$(/usr/bin/python3 scripts/checkpoint.py --params "$TMP/own-reduction.ck" 2>&1)
+    h_o=$(/usr/bin/python3 scripts/checkpoint.py --params "$TMP/own-owner.ck" 2>&1)
+    check "owner T=$T: parameters = reduction's, bit for bit (${h_o:0:16})" "reduction $h_r, owner $h_o" \
+      [ -n "$h_o" ] && [ "$h_o" = "$h_r" ] && [ ${#h_o} = 64 ]
+    rm -f "$TMP/own-reduction.ck" "$TMP/own-owner.ck"
+  done
+else
+  skip "owner = reduction, bit for bit" "/usr/bin/python3 missing (scripts/checkpoint.py reads the checkpoints)"
+fi
+
+# ---- reduction, owner, model: bit-identical from run to run for a given T ------------
+for v in reduction owner model; do
   for T in 2 3 4; do
     again=$(run_curve $BIN "${EQ[@]}" $(variant_flags $BIN $v) --threads $T)
     check "$v T=$T: bit-identical on a second run" "first '${first[$v$T]}', second '$again'" \

@@ -41,10 +41,13 @@ def model(d):
                + (f"`--sync overlap` hid {comp.hidden:.0%} of the allreduce in the trainers' runs (median of "
                   f"{len(comp.overlap_pairs)} overlap/allreduce pairs); the model hides no more than that."
                   if comp.overlap_pairs else "No overlap/allreduce pair was measured: the model's overlap hides nothing.")
-               + (" Thread efficiency (serial's step / (T × openmp `--accum reduction`'s), the threads of hybrid, "
-                  "interpolated in the rank's batch): " + "; ".join(
-                      f"T = {t}: " + ", ".join(f"b = {b}: {e:.2f}" for b, e in pts) for t, pts in sorted(comp.eff.items()))
-                  + "." if comp.eff else " No openmp rows: hybrid's threads get the stated efficiency 0.85."))
+               + "".join(f" Thread efficiency of {who} (serial's step / (T × openmp `--accum {v}`'s), interpolated in "
+                         "the batch): " + "; ".join(f"T = {t}: " + ", ".join(f"b = {b}: {e:.2f}" for b, e in pts)
+                                                    for t, pts in sorted(comp.eff.get(v, {}).items())) + "."
+                         for v, who in (("reduction", "hybrid's threads"), ("owner", "a node's `--sync shm` ranks"))
+                         if comp.eff.get(v))
+               + ("" if comp.eff.get("reduction") else " No openmp reduction rows: hybrid's threads get the stated "
+                  "efficiency 0.85."))
     if cm and comp:
         validate(d, cm, comp, runs)
     if comp:

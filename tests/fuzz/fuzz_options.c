@@ -35,6 +35,7 @@
 #define ACCUM_MODES(X) \
     X(ACCUM_CRITICAL,  "critical",  "critical",  "gradients summed in omp critical") \
     X(ACCUM_REDUCTION, "reduction", "reduction", "private gradients, then a reduction") \
+    X(ACCUM_OWNER,     "owner",     "owner",     "slice owners form the sums") \
     X(ACCUM_LOOP,      "loop",      "loop",      "work-shared loops") \
     X(ACCUM_MODEL,     "model",     "model",     "model parallel")
 enum accum_kind { ACCUM_MODES(VARIANT_ENUM) N_ACCUM };
