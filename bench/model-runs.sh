@@ -18,7 +18,7 @@
 #                            [--ranks "1 C"] [--batches "64 512"] [--hybrid "1xC Cx1"]
 #                            [--openmp "C"] [--serial-batches "8 16 ... 1024"] [--no-serial]
 #                            [--data DIR] [--train N] [--epochs E] [--runs R] [--csv FILE]
-#                            [--tries N] [--max-other C] [--idle-wait S]
+#                            [--no-beside] [--tries N] [--max-other C] [--idle-wait S]
 #   --transport L   the label of the CSV's transport column, as in results/comm.csv
 #                   (default shm: one host, shared memory)
 #   --nodes N       hosts the ranks are spread over (default 1); ranks_per_node = ranks / N
@@ -40,6 +40,12 @@
 #   --epochs E      epochs per run (default 3: the median is over epochs 2..E)
 #   --runs R        repetitions of the whole set (default 1)
 #   --csv FILE      where the rows go (default results/model-runs.csv, appended)
+#   --no-beside     no bench/comm beside the runs (by default, just before every mpi and
+#                   hybrid run with P > 1, bench/comm times that run's exchange, its op at
+#                   4 bytes and at the gradient's size over the same ranks and launcher,
+#                   into comm-beside.csv next to --csv: scripts/model.py validate's same-round
+#                   prediction; this machine's cores and links drift between stretches of
+#                   minutes, NOTES 37)
 #   --tries, --max-other, --idle-wait   as every benchmark (bench/lib.sh)
 # Exit status: 0; 1 when a run fails; 2 on a usage error or a missing prerequisite.
 set -euo pipefail
@@ -47,7 +53,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 . bench/lib.sh
 
 C=$(nproc)
-transport=shm nodes=1 launcher="" ranks="1 $C" batches="64 512" hybrid="1x$C ${C}x1" openmp="-"
+beside=1 transport=shm nodes=1 launcher="" ranks="1 $C" batches="64 512" hybrid="1x$C ${C}x1" openmp="-"
 [ "$C" -gt 1 ] || { ranks=1 hybrid=1x1; }
 serial_batches="8 16 32 64 128 256 512 1024" serial=1 data=data/fashion train=10000 epochs=3 runs=1
 csv=results/model-runs.csv
@@ -60,6 +66,7 @@ while [ $# -gt 0 ]; do
     --batches)   need_value "$@"; batches=$2; shift 2 ;;
     --hybrid)    [ $# -ge 2 ] || die "--hybrid needs a value"; hybrid=$2; shift 2 ;;
     --openmp)    [ $# -ge 2 ] || die "--openmp needs a value"; openmp=$2; shift 2 ;;
+    --no-beside) beside=0; shift ;;
     --serial-batches) need_value "$@"; serial_batches=$2; shift 2 ;;
     --no-serial) serial=0; shift ;;
     --data)      need_value "$@"; data=$2; shift 2 ;;
@@ -89,6 +96,7 @@ for t in $openmp; do [[ $t =~ ^[1-9][0-9]*$ ]] || die "--openmp: not a positive 
 need_tools flock taskset
 [ -n "$launcher" ] || need_tools mpirun
 need_built serial/serial mpi/mpi
+[ "$beside" = 0 ] || need_built bench/comm
 [ -z "$hybrid" ] || need_built hybrid/hybrid
 [ -z "$openmp" ] || need_built openmp/openmp
 [ -d "$data" ] || die "$data missing (run: scripts/get-data.sh)"
@@ -124,6 +132,28 @@ one_run() {
   append_rows "$BENCH_TMP/rows.csv" "$csv"
 }
 
+# beside OP NODES PER_NODE: bench/comm's OP (none: nothing) over the ranks LAUNCH starts,
+# just before the run it is for; a failure is said and the runs go on (the prediction
+# then has no same-round variant)
+beside_csv=$(dirname "$csv")/comm-beside.csv
+beside() {
+  [ "$beside" = 1 ] && [ -n "$1" ] || return 0
+  "${LAUNCH[@]}" bench/comm --transport "$transport" --ops "$1" --min-bytes 4 --max-bytes 4 --model-sides 28 --target-ms 200 \
+    --csv "$beside_csv" >"$BENCH_TMP/beside.out" 2>&1 ||
+    echo "model-runs: bench/comm beside the next run failed: $(tail -n 1 "$BENCH_TMP/beside.out")" >&2
+}
+# the bench/comm op of mpi --sync S's exchange at P ranks (scripts/model.py beside_exchange)
+beside_op() {
+  local s=$1 p=$2 n=$3 pn=$4
+  [ "$p" -gt 1 ] || return 0
+  case $s in
+    overlap) echo iallreduce ;;
+    shm) [ "$n" -gt 1 ] && [ "$pn" = 1 ] && echo allreduce ;;
+    *) echo "$s" ;;
+  esac
+  return 0
+}
+
 common=(--data "$data" --train "$train" --epochs "$epochs" --quiet)
 ser=(env OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 taskset -c 0 serial/serial)
 ns=$([ "$serial" = 1 ] && wc -w <<<"$serial_batches" || echo 0)
@@ -148,6 +178,7 @@ for _ in $(seq 1 "$runs"); do
       n=$(( p < nodes ? p : nodes )); pn=$(( p / n ))
       launch "$p" "$pn" "$n" 0
       for s in "${VARIANTS[@]}"; do
+        beside "$(beside_op "$s" "$p" "$n" "$pn")"
         # shellcheck disable=SC2086  # the variant's flags, e.g. "--sync allreduce"
         one_run "mpi $s P=$p b$b" "$n" "$pn" "${LAUNCH[@]}" mpi/mpi ${VARIANT_FLAGS[$s]} --batch "$b" "${common[@]}"
       done
@@ -157,6 +188,7 @@ for _ in $(seq 1 "$runs"); do
       n=$(( p < nodes ? p : nodes )); pn=$(( p / n ))
       launch "$p" "$pn" "$n" 1
       pol=(); [ $((p * t)) -le "$cores" ] || pol=(env OMP_WAIT_POLICY=passive)
+      [ "$p" -le 1 ] || beside allreduce
       one_run "hybrid ${p}x$t b$b" "$n" "$pn" "${pol[@]}" "${LAUNCH[@]}" hybrid/hybrid --threads "$t" --batch "$b" "${common[@]}"
     done
   done

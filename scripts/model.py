@@ -7,9 +7,13 @@ the measured runs, and projected to clusters of 1 ... 1024 nodes. Design: docs/m
   model.py fit      [--comm CSV] [--runs CSV]
       alpha, beta per transport and op (results/comm.csv), with the fit's residuals; the
       compute time per step t(b) = a + c*b (serial rows of results/model-runs.csv)
-  model.py validate [--comm CSV] [--runs CSV]
+  model.py validate [--comm CSV] [--runs CSV] [--beside CSV]
       every measured mpi/hybrid/openmp configuration of model-runs.csv: predicted and
-      measured epoch and comm seconds, the error of each, the largest |error|
+      measured epoch and comm seconds, the error of each, the largest |error|; with
+      --beside (default: comm-beside.csv next to --runs, when there), also error2: the
+      prediction with each run's exchange scaled to what bench/comm measured just before
+      that run (bench/model-runs.sh), which takes out how the machine drifted between
+      the fit's measurements and the run
   model.py project  [--comm CSV] [--runs CSV] [--outdir DIR] [--cores-per-node C]
                     [--thread-eff E] [--gpu-samples-per-s R] [--alpha-us A] [--train-n N]
       the .dat files of plots/model.gp (DIR/model-*.dat, `#` headers) and a summary:
@@ -30,6 +34,7 @@ Python 3 standard library only.
 """
 
 import argparse
+import datetime
 import math
 import os
 import sys
@@ -294,7 +299,7 @@ def read_comm(path):
         n = int(partrain.num(r["nodes"]) or 1)
         per = int(partrain.num(r["ranks_per_node"]) or max(1, int(p) // max(1, n)))
         out.append(dict(transport=r["transport"].strip(), op=r["op"], p=int(p), nodes=n, per_node=per,
-                        m=m, t=t * 1e-6))
+                        m=m, t=t * 1e-6, ts=r["timestamp"].strip()))
     if not out:
         raise BadInput(f"{path}: no rows")
     return out
@@ -564,8 +569,9 @@ def overlap_pairs(runs):
 
 
 def predict(cm, comp, program, sync, transport, ranks, threads, nodes, per_node, cores, batch, train_n, m,
-            other=0.0, thread_eff=0.85, hidden=None):
-    """(epoch seconds, comm seconds per epoch) of one configuration"""
+            other=0.0, thread_eff=0.85, hidden=None, comm_scale=1.0):
+    """(epoch seconds, comm seconds per epoch) of one configuration; comm_scale multiplies
+    the fitted exchange (validation's same-round variant: bench/comm measured beside the run)"""
     share = share_of(ranks, threads, cores, other)
     full, rem = steps_of(train_n, batch)
 
@@ -582,12 +588,12 @@ def predict(cm, comp, program, sync, transport, ranks, threads, nodes, per_node,
             t_comp = comp.t_step(per_rank) * share
             t_comm = max(0.0, t_node - t_comp)
             if nodes > 1:
-                t_comm += allreduce_time(nodes, m, *cm.get(transport, "allreduce").ab(m))
+                t_comm += allreduce_time(nodes, m, *cm.get(transport, "allreduce").ab(m)) * comm_scale
             return t_comp, t_comm
         eff, _ = comp.thread_eff(threads, thread_eff, per_rank)
         t_comp = comp.t_step(per_rank) / (threads * eff) * share
         t_comm = cm.sync_time(sync if program == "mpi" else ("reduce-bcast" if sync == "reduce-bcast" else "allreduce"),
-                              transport, ranks, nodes, per_node, m) if ranks > 1 else 0.0
+                              transport, ranks, nodes, per_node, m) * comm_scale if ranks > 1 else 0.0
         if sync == "overlap":
             h = comp.hidden if hidden is None else hidden
             t_comm -= min(h * t_comm, BACKWARD_SHARE * t_comp)
@@ -608,7 +614,54 @@ def measured_cores(runs):
     return int(c) if c else (os.cpu_count() or 1)
 
 
-def validation(cm, comp, runs, thread_eff):
+def beside_exchange(cm, program, sync, transport, p, nodes, per_node, m):
+    """(bench/comm op, the fitted seconds of that op) for the exchange a configuration makes
+    once per step, as bench/model-runs.sh measures it beside each run; None where there is
+    none or it is not one bench/comm op (shm within a node, shm with several ranks per node)"""
+    if p <= 1:
+        return None
+    if program == "mpi" and sync == "shm":
+        if nodes > 1 and per_node == 1:   # the leaders' allreduce is every rank's
+            return "allreduce", allreduce_time(nodes, m, *cm.get(transport, "allreduce").ab(m))
+        return None
+    if program == "hybrid":
+        sync = "reduce-bcast" if sync == "reduce-bcast" else "allreduce"
+    op = {"overlap": "iallreduce"}.get(sync, sync)
+    return op, cm.sync_time(sync, transport, p, nodes, per_node, m)
+
+
+BESIDE_MAX_AGE_S = 1800   # a beside row is the run's when measured at most this long before the run's row
+
+
+def when(ts):
+    """a CSV timestamp (2026-11-25T12:34:56Z) as a datetime, None when it is not one"""
+    try:
+        return datetime.datetime.strptime(ts.strip(), "%Y-%m-%dT%H:%M:%SZ")
+    except (ValueError, AttributeError):
+        return None
+
+
+def same_round_scale(cm, beside, rs, program, sync, transport, p, nodes, per_node, m):
+    """median over the runs rs of (bench/comm's time of the run's exchange, measured just
+    before the run (its size within 1 % of m: bench/comm counts the padded parameters):
+    the latest beside row not after the run's row, and at most
+    BESIDE_MAX_AGE_S before it) / the fit's; None without such rows"""
+    ex = beside_exchange(cm, program, sync, transport, p, nodes, per_node, m)
+    if not ex or not beside or ex[1] <= 0:
+        return None
+    op, fitted = ex
+    ratios = []
+    for r in rs:
+        end = when(r["timestamp"])
+        cand = [b for b in beside if b["transport"] == transport and b["op"] == op and b["p"] == p
+                and b["nodes"] == nodes and abs(b["m"] - m) <= 0.01 * m and end is not None and when(b["ts"]) is not None
+                and 0 <= (end - when(b["ts"])).total_seconds() <= BESIDE_MAX_AGE_S]
+        if cand:
+            ratios.append(max(cand, key=lambda b: when(b["ts"]))["t"] / fitted)
+    return partrain.median(ratios) if ratios else None
+
+
+def validation(cm, comp, runs, thread_eff, beside=None):
     """[(label, transport, pred epoch, meas epoch, err, pred comm, meas comm, comm err, runs, disturbed)]"""
     groups = {}
     for r in runs:
@@ -631,11 +684,17 @@ def validation(cm, comp, runs, thread_eff):
                          thread_eff)
         err = pe / me - 1.0 if me else None
         cerr = pc / mc - 1.0 if mc and p > 1 else None     # one rank: nothing to exchange
+        k_same = same_round_scale(cm, beside, rs, program, sync, tr, p, n, pn, grad_bytes(img, hid))
+        pe2 = err2 = None
+        if k_same is not None:
+            pe2, _ = predict(cm, comp, program, sync, tr, p, t, n, pn, cores, b, tn, grad_bytes(img, hid), oth,
+                             thread_eff, comm_scale=k_same)
+            err2 = pe2 / me - 1.0 if me else None
         label = f"{program} {variant} P={p}" + (f" T={t}" if t > 1 else "") + f" B={b}"
         out.append(dict(label=label, transport=tr, nodes=n, pred=pe, meas=me, err=err, pred_comm=pc,
                         shares_cores=p * t > cores,
                         meas_comm=mc, comm_err=cerr, runs=len(rs), disturbed=partrain.n_disturbed(rs), p=p,
-                        program=program, variant=variant, batch=b))
+                        program=program, variant=variant, batch=b, k_same=k_same, pred_same=pe2, err_same=err2))
     return out
 
 
@@ -875,14 +934,16 @@ def fit_lines(cm, comp):
 
 def validation_lines(val):
     out = [f"{'configuration':<34} {'transport':<11} {'pred_epoch':>10} {'meas_epoch':>10} {'error':>7} "
-           f"{'pred_comm':>9} {'meas_comm':>9} {'c_error':>7} {'runs':>4}"]
+           f"{'pred_comm':>9} {'meas_comm':>9} {'c_error':>7} {'beside':>6} {'error2':>7} {'runs':>4}"]
     for v in val:
         err = f"{v['err']:+.1%}" if v["err"] is not None else "-"
         cerr = f"{v['comm_err']:+.1%}" if v["comm_err"] is not None else "-"
         mc = f"{v['meas_comm']:.4f}" if v["meas_comm"] is not None else "-"
+        ks = f"{v['k_same']:.2f}" if v.get("k_same") is not None else "-"
+        e2 = f"{v['err_same']:+.1%}" if v.get("err_same") is not None else "-"
         out.append(f"{v['label']:<34} {v['transport']:<11} {v['pred']:>10.4f} {v['meas']:>10.4f} {err:>7} "
-                   f"{v['pred_comm']:>9.4f} {mc:>9} {cerr:>7} {v['runs']:>4}{'*' if v['disturbed'] else ''}"
-                   f"{' (shares cores)' if v.get('shares_cores') else ''}")
+                   f"{v['pred_comm']:>9.4f} {mc:>9} {cerr:>7} {ks:>6} {e2:>7} {v['runs']:>4}"
+                   f"{'*' if v['disturbed'] else ''}{' (shares cores)' if v.get('shares_cores') else ''}")
     out.extend(validation_summary(val))
     return out
 
@@ -897,6 +958,12 @@ def validation_summary(val):
         if errs:
             out.append(f"max |error| of the epoch time: {max(errs):.1%} over {len(errs)} configurations {what}, "
                        f"{sum(e <= 0.2 for e in errs)} within 20 %")
+    same = [abs(v["err_same"] if v.get("err_same") is not None else v["err"]) for v in val
+            if v["err"] is not None and not v.get("shares_cores")]
+    if any(v.get("err_same") is not None for v in val) and same:
+        out.append(f"same round (error2: each run's exchange scaled by bench/comm's measured beside it, column "
+                   f"beside = measured / fitted; where none, error): max |error| {max(same):.1%}, "
+                   f"{sum(e <= 0.2 for e in same)} of {len(same)} within 20 %")
     return out
 
 
@@ -921,6 +988,9 @@ def main(argv):
         p = sub.add_parser(name, help=hlp)
         p.add_argument("--comm", default="results/comm.csv", metavar="CSV")
         p.add_argument("--runs", default="results/model-runs.csv", metavar="CSV")
+        if name == "validate":
+            p.add_argument("--beside", default=None, metavar="CSV",
+                           help="bench/comm rows measured beside each run (default: comm-beside.csv next to --runs)")
         p.add_argument("--thread-eff", type=float, default=0.85, metavar="E",
                        help="efficiency of T threads where no openmp rows measured it (default 0.85)")
         if name == "project":
@@ -956,7 +1026,9 @@ def main(argv):
             cm = CommModel(read_comm(a.comm), measured_cores(runs))
             for tr in sorted({r["transport"] for r in runs if r["program"] in ("mpi", "hybrid")}):
                 cm.get(tr, "allreduce")       # every transport of the runs must have comm rows
-            print("\n".join(validation_lines(validation(cm, comp, runs, a.thread_eff))))
+            bf = a.beside or os.path.join(os.path.dirname(a.runs) or ".", "comm-beside.csv")
+            beside = read_comm(bf) if (a.beside or os.path.isfile(bf)) else None
+            print("\n".join(validation_lines(validation(cm, comp, runs, a.thread_eff, beside))))
             return 0
         cm = CommModel(read_comm(a.comm), measured_cores(runs)) if os.path.isfile(a.comm) else None
         cl = Cluster(comp, cm, a.cores_per_node, a.thread_eff, a.gpu_samples_per_s, a.alpha_us, a.train_n)

@@ -90,12 +90,12 @@ def epoch(B, P, thr=1, eff=1.0, share=1.0, comm=lambda rows, tc: 0.0):
             tot += k * (tc + tm); cm += k * tm
     return tot, cm
 rows = []
-def row(program, variant, P, T, B, e, c, tr="shm", n=1, l=1, cores=64, other=0.0):
+def row(program, variant, P, T, B, e, c, tr="shm", n=1, l=1, cores=64, other=0.0, ts="2026-01-01T00:00:00Z"):
     r = dict(run_id=f"fx{len(rows)}", program=program, variant=variant, ranks=P, threads=T, omp_wait_policy="",
              dataset="fashion", image_size=28, train_n=N, test_n=1000, hidden="256x128", activation="relu",
              batch=B, epochs=3, lr=0.01, seed=42, epoch_seconds_median=e, total_seconds=3 * e, comm_seconds=c,
              sync_seconds=0, samples_per_second=N / e, gflops=1, final_train_loss=0.5, test_accuracy=80,
-             train_loss_curve="", test_acc_curve="", epoch_seconds="", host="fx", timestamp="2026-01-01T00:00:00Z",
+             train_loss_curve="", test_acc_curve="", epoch_seconds="", host="fx", timestamp=ts,
              other_load_cores=other, disturbed=0, transport=tr, nodes=n, ranks_per_node=l, physical_cores=cores)
     rows.append([r[k] for k in cols])
 for B in (8, 16, 32, 64, 128, 256, 512, 1024):
@@ -131,6 +131,22 @@ c_shm = sum(k * (t(r) / (4 * effo4(r)) - t(math.ceil(r / 4))) for r, k in ((256,
 row("mpi", "shm", 4, 1, 256, e_shm, c_shm, l=4)
 with open(os.path.join(d, "model-runs.csv"), "w", newline="") as f:
     w = csv.writer(f); w.writerow(cols); w.writerows(rows)
+# same round (d/same/): the runs above plus one whose exchange ran 1.5x the fitted one (the
+# machine drifted), and bench/comm's time of that exchange measured just before it, also
+# 1.5x, in comm-beside.csv (a beside row after the run, or one more than 30 minutes
+# before it, must not be used; the runs before the beside rows have none)
+os.makedirs(os.path.join(d, "same"), exist_ok=True)
+row("mpi", "allreduce", 2, 1, 512, *epoch(512, 2, comm=lambda rows, tc: 1.5 * allreduce(2, M, *net)),
+    tr="tcp-10gbit", n=2, ts="2026-01-01T01:05:00Z")
+with open(os.path.join(d, "same", "model-runs.csv"), "w", newline="") as f:
+    w = csv.writer(f); w.writerow(cols); w.writerows(rows)
+with open(os.path.join(d, "same", "comm-beside.csv"), "w", newline="") as f:
+    w = csv.writer(f)
+    w.writerow("transport,op,ranks,nodes,ranks_per_node,bytes,iterations,min_us,avg_us,max_us,timestamp".split(","))
+    t = allreduce(2, M, *net)
+    w.writerow(["tcp-10gbit", "allreduce", 2, 2, 1, M, 50, 3e6 * t, 3e6 * t, 3e6 * t, "2026-01-01T00:02:00Z"])
+    w.writerow(["tcp-10gbit", "allreduce", 2, 2, 1, M, 50, 1.5e6 * t, 1.5e6 * t, 1.5e6 * t, "2026-01-01T01:04:00Z"])
+    w.writerow(["tcp-10gbit", "allreduce", 2, 2, 1, M, 50, 4e6 * t, 4e6 * t, 4e6 * t, "2026-01-01T01:06:00Z"])
 EOF
 check "fixture written" "no $D/comm.csv or model-runs.csv" [ -s "$D/comm.csv" ] && [ -s "$D/model-runs.csv" ]
 
@@ -173,13 +189,26 @@ m validate --comm "$D/comm.csv" --runs "$D/model-runs.csv" >"$TMP/val" 2>"$TMP/v
 check "validate exits 0" "exit $rc: $(head -c 300 "$TMP/val.err")" [ $rc = 0 ]
 n=$(grep -cE '^(mpi|hybrid|openmp) ' "$TMP/val")
 check "validate: one line per mpi and hybrid configuration (7; openmp and serial rows are its inputs)" "got $n: $(cat "$TMP/val")" [ "$n" = 7 ]
-bad=$(awk '/^(mpi|hybrid|openmp) / { e = $(NF-4); c = $(NF-1); sub(/%/, "", e); sub(/%/, "", c)
+bad=$(awk '/^(mpi|hybrid|openmp) / { sub(/ \(shares cores\)$/, ""); e = $(NF-6); c = $(NF-3); sub(/%/, "", e); sub(/%/, "", c)
           if (e + 0 > 1 || e + 0 < -1 || (c != "-" && (c + 0 > 1 || c + 0 < -1))) print }' "$TMP/val")
 check "validate: every predicted epoch and comm time equals the closed form (|error| <= 1 %)" "$bad" [ -z "$bad" ]
 check "validate: the max |error| lines, the model's domain (a core per worker) apart from the rest" "$(tail -n 2 "$TMP/val")" \
   grep -q '^max |error| of the epoch time: 0.0% over 6 configurations with a core per' "$TMP/val"
 check "validate: the run with more ranks than cores (P = 8 on 4) is marked and counted apart" "$(grep 'P=8' "$TMP/val")" \
   sh -c "grep 'P=8' '$TMP/val' | grep -q 'shares cores' && grep -q 'over 1 configurations whose ranks x threads share cores' '$TMP/val'"
+check "validate: without comm-beside.csv no same-round line" "$(tail -n 3 "$TMP/val")" \
+  bash -c "! grep -q '^same round' '$TMP/val'"
+# same round: the drifted run misses by the fit alone, and is exact with its exchange as measured beside it
+m validate --comm "$D/comm.csv" --runs "$D/same/model-runs.csv" >"$TMP/same" 2>"$TMP/same.err"; rc=$?
+check "validate, same round: exits 0" "exit $rc: $(head -c 300 "$TMP/same.err")" [ $rc = 0 ]
+drift=$(grep -E '^mpi allreduce P=2 B=512 +tcp-10gbit' "$TMP/same")
+check "validate, same round: the drifted run: error below -3 % from the fit, error2 within 1 % with bench/comm's time measured before it (1.50 x the fit; not the later row)" \
+  "$drift" awk -v l="$drift" 'BEGIN { n = split(l, w, " "); e = w[n-6]; k = w[n-2]; e2 = w[n-1]; sub(/%/, "", e); sub(/%/, "", e2)
+    exit !(e + 0 < -3 && e2 + 0 <= 1 && e2 + 0 >= -1 && k == "1.50") }'
+check "validate, same round: the summary line counts error2" "$(tail -n 2 "$TMP/same")" \
+  grep -qE '^same round .*: max \|error\| 0\.[0-9]%, 7 of 7 within 20 %' "$TMP/same"
+check "validate, same round: no beside row before a run, or only a stale one (the hybrid run): no error2" \
+  "$(grep '^hybrid' "$TMP/same")" bash -c "grep '^hybrid' '$TMP/same' | awk '{ exit !(\$(NF-1) == \"-\" && \$(NF-2) == \"-\") }'"
 
 # ---------------------------------------------------------------- project
 mkdir -p "$TMP/proj"

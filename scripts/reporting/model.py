@@ -94,8 +94,10 @@ def human(n):
 
 def validate(d, cm, comp, runs):
     d.add("### Validation: predicted vs measured", "")
+    beside_csv = d.i.path("comm-beside.csv")
     try:
-        val = M.validation(cm, comp, runs, 0.85)
+        beside = M.read_comm(beside_csv) if os.path.isfile(beside_csv) else None
+        val = M.validation(cm, comp, runs, 0.85, beside)
     except M.BadInput as e:
         d.para(f"not usable: {e}")
         return
@@ -109,9 +111,11 @@ def validate(d, cm, comp, runs):
                      f"{v['err']:+.1%}" if v["err"] is not None else "–", f"{v['pred_comm']:.3f} s",
                      f"{v['meas_comm']:.3f} s" if v["meas_comm"] is not None else "–",
                      f"{v['comm_err']:+.1%}" if v["comm_err"] is not None else "–",
+                     f"{v['k_same']:.2f}" if v.get("k_same") is not None else "–",
+                     f"{v['err_same']:+.1%}" if v.get("err_same") is not None else "–",
                      f"{v['runs']} ({v['disturbed']} disturbed)" if v["disturbed"] else str(v["runs"])])
     d.table(["configuration", "transport", "predicted epoch", "measured epoch", "error", "predicted comm",
-             "measured comm", "comm error", "runs"], body)
+             "measured comm", "comm error", "exchange beside / fit", "error, same round", "runs"], body)
     own = [v for v in val if v["err"] is not None and not v.get("shares_cores")]
     cerrs = [abs(v["comm_err"]) for v in own if v["comm_err"] is not None and v["meas_comm"] and v["meas_comm"] > 0]
     worst = max(own, key=lambda v: abs(v["err"])) if own else None
@@ -129,7 +133,21 @@ def validate(d, cm, comp, runs):
            + (" For `mpi shm` the predicted comm is all the node loses to the ideal split of the batch (openmp's "
               "thread efficiency: slice sums, cache traffic, barriers), the measured one only its barriers and window "
               "syncs: those two columns measure different things." if any(v["variant"] == "shm" for v in val) else "")
-           + " Errors are predicted/measured − 1; medians over the runs of each configuration.")
+           + " Errors are predicted/measured − 1; medians over the runs of each configuration."
+           + same_round_sentence(own))
+
+
+def same_round_sentence(own):
+    """the same-round variant of the criterion, when bench/model-runs.sh measured the exchanges beside the runs"""
+    if not any(v.get("err_same") is not None for v in own):
+        return ""
+    errs = [abs(v["err_same"] if v.get("err_same") is not None else v["err"]) for v in own]
+    return (f" *Same round:* bench/model-runs.sh also timed each run's exchange with bench/comm just before the run "
+            "(comm-beside.csv; column *exchange beside / fit*: that time over the fitted one); scaling the fitted "
+            "exchange by it takes out how the machine drifted between the fit's measurements and the run (the "
+            f"benchmarks' same-round ratios do the same): max |error| **{max(errs):.1%}**, "
+            f"{sum(e <= 0.2 for e in errs)} of {len(errs)} within 20 % (where no exchange was measured beside a run: "
+            "the first error).")
 
 
 def projection(d, cm, comp):
