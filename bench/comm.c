@@ -23,8 +23,10 @@
  * one-double MPI_Allreduce: OSU's barrier, which also tells every rank when to stop), each
  * call timed alone. --back-to-back instead lets them follow each other with nothing
  * between them, as a trainer with little computation per step makes them: one barrier,
- * then each rank times its whole run of calls. Over shaped TCP links that is slower
- * (NOTES 38).
+ * then each rank times its whole run of calls. --gap-us G spaces them as a trainer does:
+ * G microseconds of busy work (the step's computation) between two calls, only the calls
+ * timed. Over shaped TCP links how the calls are spaced changes their time by up to 2x
+ * (NOTES 38); scripts/model.py takes that factor from these rows.
  * min/avg/max over the ranks of each rank's average are reduced to rank 0 (as OSU
  * reports). The timed buffer holds zeros (in place, like the trainers; sums stay zero).
  * Iterations: --iters N, or adaptive: about --target-ms of calls (at least 3, at most
@@ -58,7 +60,7 @@
 #define PROGRAM "comm"
 #include "mpi_util.h"   /* rank, nranks, mpi_check(), hier_init(), hier_allreduce() */
 
-#define COMM_HEADER "transport,op,ranks,nodes,ranks_per_node,bytes,iterations,min_us,avg_us,max_us,timestamp"
+#define COMM_HEADER "transport,op,ranks,nodes,ranks_per_node,bytes,iterations,min_us,avg_us,max_us,timestamp,gap_us"
 #define MAX_SIZES 64
 #define MAX_SIDES 8
 #define MIN_ITERS 3
@@ -78,7 +80,8 @@ typedef struct {
     train_options net;          /* --hidden A,B,... (the trainers' default) */
     long iters, warmup;         /* --iters (0: adaptive), --warmup */
     double target_ms;           /* --target-ms */
-    int back_to_back;           /* --back-to-back: no synchronization between the timed calls */
+    int back_to_back;           /* --back-to-back or --gap-us: no synchronization between the timed calls */
+    double gap_us;              /* --gap-us: busy work between two back-to-back calls */
     const char *csv, *dat;      /* --csv FILE, --dat FILE (NULL: none) */
 } comm_options;
 
@@ -89,7 +92,8 @@ static void usage(void) {
            "  --transport LABEL     the CSV's transport column: shm, tcp, tcp-1gbit, ... [shm]\n"
            "  --ops LIST            of allreduce, reduce-bcast, hierarchical, iallreduce, barrier [all five]\n"
            "  --min-bytes N         smallest message, a multiple of 4 [4]\n"
-           "  --max-bytes N         largest power-of-two message: N, N/2, ... down to --min-bytes [4194304]\n"
+           "  --max-bytes N         largest power-of-two message: N, N/2, ... down to --min-bytes; 0: none,\n"
+           "                        only the --model-sides sizes [4194304]\n"
            "  --model-sides LIST    also the trainers' gradient bytes at these image sides, or none [28,57,112]\n"
            "  --hidden A,B,...      the trainers' hidden layers for those sizes [256,128]\n"
            "  --iters N             timed iterations per size [adaptive: about --target-ms]\n"
@@ -97,6 +101,9 @@ static void usage(void) {
            "  --warmup N            untimed iterations before each size [3]\n"
            "  --back-to-back        the timed calls follow each other with nothing between them [off: OSU's\n"
            "                        way, the ranks meet (an untimed MPI_Allreduce) before every timed call]\n"
+           "  --gap-us G            back to back with G microseconds of busy work between two calls, as a\n"
+           "                        trainer's step computes between its exchanges (the CSV's gap_us; OSU's\n"
+           "                        way leaves it empty, --back-to-back writes 0)\n"
            "  --csv FILE            append one row per (op, size) to FILE (header: " COMM_HEADER ") [none]\n"
            "  --dat FILE            also write stdout's table (gnuplot columns) to FILE [none]\n"
            "  --help                this text\n"
@@ -156,7 +163,7 @@ static void parse_options(comm_options *o, int argc, char **argv) {
         } else if (!strcmp(a, "--min-bytes")) {
             o->min_bytes = options_long(PROGRAM, a, options_value(PROGRAM, argc, argv, &i), 4, 1L << 30);
         } else if (!strcmp(a, "--max-bytes")) {
-            o->max_bytes = options_long(PROGRAM, a, options_value(PROGRAM, argc, argv, &i), 4, 1L << 30);
+            o->max_bytes = options_long(PROGRAM, a, options_value(PROGRAM, argc, argv, &i), 0, 1L << 30);
         } else if (!strcmp(a, "--model-sides")) {
             const char *v = options_value(PROGRAM, argc, argv, &i);
             if (!strcmp(v, "none")) o->n_sides = 0;
@@ -169,6 +176,9 @@ static void parse_options(comm_options *o, int argc, char **argv) {
         } else if (!strcmp(a, "--target-ms")) {
             o->target_ms = options_double(PROGRAM, a, options_value(PROGRAM, argc, argv, &i), 0.1, 60000);
         } else if (!strcmp(a, "--back-to-back")) {
+            o->back_to_back = 1;
+        } else if (!strcmp(a, "--gap-us")) {
+            o->gap_us = options_double(PROGRAM, a, options_value(PROGRAM, argc, argv, &i), 0, 1e6);
             o->back_to_back = 1;
         } else if (!strcmp(a, "--csv")) {
             o->csv = options_value(PROGRAM, argc, argv, &i);
@@ -184,7 +194,8 @@ static void parse_options(comm_options *o, int argc, char **argv) {
     if (o->dat && !strcmp(o->dat, "none")) o->dat = NULL;
     if (o->min_bytes % 4) options_die(PROGRAM, "--min-bytes %ld: not a multiple of 4 (the payload is floats)", o->min_bytes);
     if (o->max_bytes % 4) options_die(PROGRAM, "--max-bytes %ld: not a multiple of 4 (the payload is floats)", o->max_bytes);
-    if (o->min_bytes > o->max_bytes) options_die(PROGRAM, "--min-bytes %ld is larger than --max-bytes %ld", o->min_bytes, o->max_bytes);
+    if (o->max_bytes == 0 && !o->n_sides) options_die(PROGRAM, "--max-bytes 0 and --model-sides none: no size to time");
+    if (o->max_bytes && o->min_bytes > o->max_bytes) options_die(PROGRAM, "--min-bytes %ld is larger than --max-bytes %ld", o->min_bytes, o->max_bytes);
     unmute_stderr(saved);
 }
 
@@ -267,6 +278,13 @@ static void validate(int op, float *buf, int n) {
 
 typedef struct { long iters; double min_us, avg_us, max_us; } timing;
 
+/* the computation of a trainer's step between two exchanges: the core stays busy (a sleep
+ * would let it idle, and the link's kernel work would run where no trainer leaves room) */
+static void busy_wait(double seconds) {
+    double t0 = timer_now();
+    while (timer_now() - t0 < seconds) { }
+}
+
 /* the warm-up (dropped), then the timed calls, min/avg/max over the ranks at rank 0. Before
  * each timed call the ranks meet in an untimed MPI_Allreduce of the seconds since the
  * first one (MAX: a barrier that also makes every rank agree when to stop): --iters calls,
@@ -286,13 +304,24 @@ static timing time_op(const comm_options *o, int op, float *buf, int n) {
         mpi_check(MPI_Allreduce(&mine, &elapsed, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
         t.iters = o->iters;
         if (!t.iters) {
-            double want = elapsed > 0 ? o->target_ms * 1e-3 / elapsed : (double)MAX_ITERS;
+            double per_call = elapsed + o->gap_us * 1e-6;   /* --target-ms bounds the wall time */
+            double want = per_call > 0 ? o->target_ms * 1e-3 / per_call : (double)MAX_ITERS;
             t.iters = want < MIN_ITERS ? MIN_ITERS : want > MAX_ITERS ? MAX_ITERS : (long)ceil(want);
         }
         mpi_check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
-        double t0 = timer_now();
-        for (long it = 0; it < t.iters; it++) run_op(op, buf, n);
-        sum = timer_now() - t0;
+        if (o->gap_us > 0) {
+            for (long it = 0; it < t.iters; it++) {   /* each call timed, the busy gap not */
+                double t0 = timer_now();
+                run_op(op, buf, n);
+                double t1 = timer_now();
+                sum += t1 - t0;
+                busy_wait(o->gap_us * 1e-6);
+            }
+        } else {
+            double t0 = timer_now();
+            for (long it = 0; it < t.iters; it++) run_op(op, buf, n);
+            sum = timer_now() - t0;
+        }
     }
     for (; !o->back_to_back;) {
         mine = timer_now() - start;
@@ -390,11 +419,16 @@ int main(int argc, char **argv) {
         if (o.ops[k] == OP_BARRIER) has_barrier = 1;
         else cols[n_cols++] = o.ops[k];
     }
-    char stamp[32];
+    char stamp[32], gap[32] = "";   /* gap: the CSV's gap_us, empty for OSU's way */
+    if (o.back_to_back) snprintf(gap, sizeof gap, "%.0f", o.gap_us);
     utc_now(stamp, sizeof stamp);
     text_add(&table, "# bench/comm: transport %s, %d ranks, %d node%s, up to %d ranks per node%s, %s\n", o.transport,
              nranks, hier.nodes, hier.nodes == 1 ? "" : "s", hier.max_node_size,
              hier.pseudo ? " (pseudo-nodes: PARTRAIN_RANKS_PER_NODE)" : "", stamp);
+    if (o.back_to_back)
+        text_add(&table, "# calls back to back, %s us of busy work between two calls (not timed)\n", gap);
+    else
+        text_add(&table, "# calls OSU's way: the ranks meet before every timed call\n");
     text_add(&table, "# microseconds per call: each rank's average over the timed iterations; avg/min/max over the ranks\n");
     if (o.n_sides) {
         text_add(&table, "# the trainers' gradient bytes (MLP side*side-");
@@ -418,8 +452,8 @@ int main(int argc, char **argv) {
         validate(OP_BARRIER, buf, 0);
         timing t = time_op(&o, OP_BARRIER, buf, 0);
         utc_now(stamp, sizeof stamp);
-        text_add(&csv, "%s,barrier,%d,%d,%d,0,%ld,%.3f,%.3f,%.3f,%s\n", o.transport, nranks, hier.nodes, hier.max_node_size,
-                 t.iters, t.min_us, t.avg_us, t.max_us, stamp);
+        text_add(&csv, "%s,barrier,%d,%d,%d,0,%ld,%.3f,%.3f,%.3f,%s,%s\n", o.transport, nranks, hier.nodes, hier.max_node_size,
+                 t.iters, t.min_us, t.avg_us, t.max_us, stamp, gap);
         text_add(&table, "# barrier: %.3f us avg, %.3f min, %.3f max over the ranks (%ld iterations)\n", t.avg_us, t.min_us,
                  t.max_us, t.iters);
     }
@@ -430,8 +464,8 @@ int main(int argc, char **argv) {
             validate(cols[c], buf, n);
             timing t = time_op(&o, cols[c], buf, n);
             utc_now(stamp, sizeof stamp);
-            text_add(&csv, "%s,%s,%d,%d,%d,%ld,%ld,%.3f,%.3f,%.3f,%s\n", o.transport, OP_NAME[cols[c]], nranks, hier.nodes,
-                     hier.max_node_size, sizes[s], t.iters, t.min_us, t.avg_us, t.max_us, stamp);
+            text_add(&csv, "%s,%s,%d,%d,%d,%ld,%ld,%.3f,%.3f,%.3f,%s,%s\n", o.transport, OP_NAME[cols[c]], nranks, hier.nodes,
+                     hier.max_node_size, sizes[s], t.iters, t.min_us, t.avg_us, t.max_us, stamp, gap);
             text_add(&table, " %.3f %.3f %.3f %ld", t.avg_us, t.min_us, t.max_us, t.iters);
         }
         text_add(&table, "\n");

@@ -3,15 +3,19 @@
 # count of --ranks-list, on this machine or across hosts through a launcher prefix.
 #
 # For each P: one run of bench/comm (allreduce, reduce-bcast, hierarchical, iallreduce and barrier at
-# 4 B .. 4 MB and the trainers' gradient bytes; docs/comm.md), under the benchmark lock
-# /tmp/partrain-bench.lock with its other load measured and shown (bench_run in bench/lib.sh).
+# 4 B .. 4 MB and the trainers' gradient bytes; docs/comm.md), then one per gap of --gaps:
+# the four exchanges of the default MLP's gradient, back to back with that much busy
+# work between two calls (bench/comm --gap-us: how a trainer spaces them; scripts/model.py's
+# spacing factor), each under the benchmark lock /tmp/partrain-bench.lock with its other load
+# measured and shown (bench_run in bench/lib.sh).
 # Writes: the rows of every P appended to --csv at the end, at once (header
-#   transport,op,ranks,nodes,ranks_per_node,bytes,iterations,min_us,avg_us,max_us,timestamp;
-#   an interrupted run leaves the CSV as it was), and the tables to --dat (one gnuplot
-#   index per P, in --ranks-list's order, blocks separated by two blank lines).
+#   transport,op,ranks,nodes,ranks_per_node,bytes,iterations,min_us,avg_us,max_us,timestamp,gap_us;
+#   an interrupted run leaves the CSV as it was), and the OSU-style tables to --dat (one
+#   gnuplot index per P, in --ranks-list's order, blocks separated by two blank lines).
 #
 # Usage: bench/comm.sh [--ranks-list "2 3 4 5 6 7 8"] [--transport LABEL] [--launcher PREFIX]
-#                      [--csv FILE] [--dat FILE] [-- BENCH/COMM ARGS...]
+#                      [--gaps "0 200 500 1000 2000 4000"] [--csv FILE] [--dat FILE]
+#                      [-- BENCH/COMM ARGS...]
 #   --ranks-list L  rank counts, space-separated (default "2 3 4 5 6 7 8")
 #   --transport T   the CSV's transport label (default shm): shm, tcp (simulated hosts,
 #                   unshaped), tcp-1gbit, tcp-10gbit, tcp-25gbit (veths shaped by tc tbf)
@@ -24,6 +28,8 @@
 #                   A prefix without {P} starts its own fixed rank count (e.g. 'scripts/
 #                   localcluster.sh exec ctl srun --mpi=pmix -N 3 --ntasks-per-node=2'): it
 #                   runs once, and --ranks-list may not be given
+#   --gaps L        microseconds of busy work between back-to-back calls, one bench/comm run
+#                   each per P (default "0 200 500 1000 2000 4000"; none: OSU's way only)
 #   --csv FILE      rows appended here (default results/comm.csv; none: no rows)
 #   --dat FILE      the tables (default results/comm-TRANSPORT.dat; none: no file)
 #   -- ARGS         passed to bench/comm (e.g. -- --iters 100 --max-bytes 65536; bench/comm --help)
@@ -35,14 +41,16 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 . bench/lib.sh
 
-HEADER=transport,op,ranks,nodes,ranks_per_node,bytes,iterations,min_us,avg_us,max_us,timestamp
+HEADER=transport,op,ranks,nodes,ranks_per_node,bytes,iterations,min_us,avg_us,max_us,timestamp,gap_us
 ranks_list="2 3 4 5 6 7 8" ranks_given=0 transport=shm launcher='scripts/mpirun.sh {P}' csv=results/comm.csv dat=""
+gaps="0 200 500 1000 2000 4000"
 extra=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --ranks-list) need_value "$@"; ranks_list=$2 ranks_given=1; shift 2 ;;
     --transport)  need_value "$@"; transport=$2; shift 2 ;;
     --launcher)   need_value "$@"; launcher=$2; shift 2 ;;
+    --gaps)       need_value "$@"; gaps=$2; shift 2 ;;
     --csv)        need_value "$@"; csv=$2; shift 2 ;;
     --dat)        need_value "$@"; dat=$2; shift 2 ;;
     --) shift; extra=("$@"); break ;;
@@ -52,6 +60,8 @@ while [ $# -gt 0 ]; do
 done
 [ -n "$(tr -d ' ' <<<"$ranks_list")" ] || die "--ranks-list: empty"
 for p in $ranks_list; do [[ $p =~ ^[1-9][0-9]*$ ]] || die "--ranks-list: not a positive integer: '$p'"; done
+[ "$gaps" != none ] || gaps=""
+for g in $gaps; do [[ $g =~ ^[0-9]{1,6}$ ]] || die "--gaps: microseconds 0..999999, space-separated, or none; got '$g'"; done
 [[ $transport =~ ^[a-z0-9._-]{1,32}$ ]] || die "--transport: expected a label of a-z 0-9 - _ . (at most 32), got '$transport'"
 [ -n "$dat" ] || dat=results/comm-$transport.dat
 if [[ $launcher != *"{P}"* ]]; then
@@ -76,14 +86,21 @@ bench_tmp
 bench/comm "${extra[@]}" --help >/dev/null 2>"$BENCH_TMP/err" || die "bench/comm ${extra[*]}: $(head -n 1 "$BENCH_TMP/err")"
 
 rows=$BENCH_TMP/rows.csv
-BENCH_TOTAL=$(wc -w <<<"$ranks_list") BENCH_WIDTH=12 BENCH_CUT=200
-echo "comm: transport $transport, ranks $ranks_list, launcher '$launcher'; rows -> $csv, tables -> $dat"
+BENCH_TOTAL=$(( $(wc -w <<<"$ranks_list") * (1 + $(wc -w <<<"$gaps")) )) BENCH_WIDTH=12 BENCH_CUT=200
+# the spaced runs: the exchanges of the trainers' steps (no barrier) at the default MLP's
+# gradient, about 300 ms of calls and gaps per op
+spaced=(--ops allreduce,reduce-bcast,hierarchical,iallreduce --max-bytes 0 --model-sides 28 --target-ms 300)
+echo "comm: transport $transport, ranks $ranks_list, gaps ${gaps:-none} us, launcher '$launcher'; rows -> $csv, tables -> $dat"
 k=0
 for p in $ranks_list; do
   k=$((k + 1))
   words=("${launch_words[@]//\{P\}/$p}")
   args=(bench/comm --transport "$transport" --csv "$rows" --dat "$BENCH_TMP/$k.dat" "${extra[@]}")
-  bench_run "$([ "$p" = launcher ] && echo "launcher" || echo "P=$p")" "${words[@]}" "${args[@]}"
+  label=$([ "$p" = launcher ] && echo "launcher" || echo "P=$p")
+  bench_run "$label" "${words[@]}" "${args[@]}"
+  for g in $gaps; do
+    bench_run "$label gap $g" "${words[@]}" bench/comm --transport "$transport" --csv "$rows" "${extra[@]}" "${spaced[@]}" --gap-us "$g"
+  done
 done
 if [ "$dat" != none ]; then
   for ((i = 1; i <= k; i++)); do

@@ -23,8 +23,10 @@ the measured runs, and projected to clusters of 1 ... 1024 nodes. Design: docs/m
 
 Inputs (read by column name; scripts/partrain.py):
   results/comm.csv       transport,op,ranks,nodes,ranks_per_node,bytes,iterations,min_us,
-                         avg_us,max_us,timestamp (bench/comm); fitted on max_us (the slowest
-                         rank, which a training step waits for)
+                         avg_us,max_us,timestamp,gap_us (bench/comm; a file without gap_us is
+                         read as all OSU's way); alpha, beta fitted on max_us (the slowest rank,
+                         which a training step waits for) of the OSU-style rows (gap_us empty),
+                         the spacing factor from the back-to-back rows (gap_us set)
   results/model-runs.csv the trainers' rows (common/results.h) + other_load_cores,disturbed
                          + transport,nodes,ranks_per_node,physical_cores (bench/model-runs.sh)
 Bad input (a missing file, a wrong header, no rows for a transport that is needed): one
@@ -44,7 +46,8 @@ import partrain  # noqa: E402
 
 PROG = "model.py"
 COMM_HEADER = ["transport", "op", "ranks", "nodes", "ranks_per_node", "bytes", "iterations", "min_us",
-               "avg_us", "max_us", "timestamp"]
+               "avg_us", "max_us", "timestamp", "gap_us"]
+COMM_HEADER_OLD = COMM_HEADER[:-1]   # before gap_us: every row OSU's way
 RUN_EXTRA = ["transport", "nodes", "ranks_per_node", "physical_cores"]
 RUN_NEED = ["program", "variant", "ranks", "threads", "image_size", "train_n", "hidden", "batch",
             "epoch_seconds_median", "comm_seconds"] + RUN_EXTRA
@@ -281,13 +284,14 @@ def need_file(path, what, how):
 
 
 def read_comm(path):
-    """the rows of results/comm.csv, header checked exactly"""
+    """the rows of results/comm.csv, header checked exactly (today's, or the one before
+    gap_us); gap: None for OSU's way, else the seconds of busy work between two calls"""
     need_file(path, "bench/comm's collective timings", "run bench/comm.sh")
     with open(path, newline="", errors="replace") as f:
         head = f.readline().strip().lstrip("\ufeff")
-    if head.split(",") != COMM_HEADER:
+    if head.split(",") not in (COMM_HEADER, COMM_HEADER_OLD):
         raise BadInput(f"{path}: wrong header (want '{','.join(COMM_HEADER)}', got '{head[:80]}')")
-    rows = partrain.read_csv(path, need=COMM_HEADER, errors="replace")
+    rows = partrain.read_csv(path, need=head.split(","), errors="replace")
     out = []
     for r in rows:
         # max_us, the slowest rank: a training step waits for it (reduce-bcast's ranks differ
@@ -298,8 +302,12 @@ def read_comm(path):
                            f"bytes '{r['bytes']}', max_us '{r['max_us']}')")
         n = int(partrain.num(r["nodes"]) or 1)
         per = int(partrain.num(r["ranks_per_node"]) or max(1, int(p) // max(1, n)))
+        g = (r.get("gap_us") or "").strip()
+        gap = partrain.num(g) if g else None
+        if g and (gap is None or gap < 0):
+            raise BadInput(f"{path}: line {r['_line']}: gap_us '{g}' is not a number of microseconds")
         out.append(dict(transport=r["transport"].strip(), op=r["op"], p=int(p), nodes=n, per_node=per,
-                        m=m, t=t * 1e-6, ts=r["timestamp"].strip()))
+                        m=m, t=t * 1e-6, ts=r["timestamp"].strip(), gap=None if gap is None else gap * 1e-6))
     if not out:
         raise BadInput(f"{path}: no rows")
     return out
@@ -355,9 +363,11 @@ class CommModel:
         other rows (self.shared counts those fits)"""
         self.fits = {}
         self.cores, self.shared = cores, []
+        self.spacing_points = spacing_points(rows)
         by = {}
         for r in rows:
-            by.setdefault((r["transport"], r["op"]), []).append(r)
+            if r.get("gap") is None:     # alpha, beta: OSU's way
+                by.setdefault((r["transport"], r["op"]), []).append(r)
         self.transports = sorted({t for t, _ in by})
         # shm first: the node-local part of every hierarchical fit
         for (tr, op) in sorted(by, key=lambda k: (k[0] != "shm", k[1] == "hierarchical", k)):
@@ -409,6 +419,21 @@ class CommModel:
                            f"run bench/comm.sh for it")
         return f
 
+    def spacing(self, op, transport, p, nodes, m, gap):
+        """how much longer (or shorter) OP takes when the calls come GAP seconds of busy
+        work apart, as a trainer's steps space them, than OSU's way: interpolated linearly
+        between the measured gaps (clamped at the ends) of the rows of this transport, op,
+        P and nodes at m bytes (within 1 %); 1 where none were measured"""
+        pts = [(g, k) for (tr, o, pp, nd, mm), gk in self.spacing_points.items()
+               if (tr, o, pp, nd) == (transport, op, p, nodes) and abs(mm - m) <= 0.01 * m for g, k in gk]
+        return interpolate(sorted(pts), gap) if pts else 1.0
+
+    def sync_op(self, sync, program="mpi"):
+        """the bench/comm op of a --sync exchange (hybrid: allreduce or reduce-bcast)"""
+        if program == "hybrid":
+            return "reduce-bcast" if sync == "reduce-bcast" else "allreduce"
+        return {"overlap": "iallreduce", "shm": "allreduce"}.get(sync, sync)
+
     def sync_time(self, sync, transport, p, nodes, per_node, m):
         """seconds per step of one --sync exchange of m bytes over p ranks (overlap: the
         blocking allreduce; what it hides is applied by the caller)"""
@@ -430,6 +455,36 @@ class CommModel:
         # library's non-blocking algorithm, progressed inside MPI calls), else the allreduce
         f = self.get(transport, "iallreduce" if sync == "overlap" else "allreduce")
         return allreduce_time(p, m, *f.ab(m))
+
+
+def spacing_points(rows):
+    """{(transport, op, p, nodes, bytes): [(gap seconds, median ratio)]}: each back-to-back
+    row's time over the OSU-style row of the same transport, op, P, nodes and size measured
+    nearest to it in time (bench/comm.sh runs them one after the other), the median over
+    the rows of each gap"""
+    osu, ratios = {}, {}
+    for r in rows:
+        if r.get("gap") is None and r["t"] > 0:
+            osu.setdefault((r["transport"], r["op"], r["p"], r["nodes"], r["m"]), []).append(r)
+    for r in rows:
+        key = (r["transport"], r["op"], r["p"], r["nodes"], r["m"])
+        if r.get("gap") is None or key not in osu or r["op"] == "barrier":
+            continue
+        t0 = when(r["ts"])
+        ref = min(osu[key], key=lambda o: abs((when(o["ts"]) - t0).total_seconds())
+                  if t0 is not None and when(o["ts"]) is not None else float("inf"))
+        ratios.setdefault(key, {}).setdefault(r["gap"], []).append(r["t"] / ref["t"])
+    return {k: sorted((g, partrain.median(v)) for g, v in by_gap.items()) for k, by_gap in ratios.items()}
+
+
+def interpolate(pts, x):
+    """y at x on the polyline through the sorted (x, y) pts, constant beyond its ends"""
+    if x <= pts[0][0]:
+        return pts[0][1]
+    for (x0, y0), (x1, y1) in zip(pts, pts[1:]):
+        if x <= x1:
+            return y0 + (y1 - y0) * (x - x0) / (x1 - x0) if x1 > x0 else y1
+    return pts[-1][1]
 
 
 # ---------------------------------------------------------------- compute time
@@ -570,8 +625,11 @@ def overlap_pairs(runs):
 
 def predict(cm, comp, program, sync, transport, ranks, threads, nodes, per_node, cores, batch, train_n, m,
             other=0.0, thread_eff=0.85, hidden=None, comm_scale=1.0):
-    """(epoch seconds, comm seconds per epoch) of one configuration; comm_scale multiplies
-    the fitted exchange (validation's same-round variant: bench/comm measured beside the run)"""
+    """(epoch seconds, comm seconds per epoch) of one configuration. The exchange is the
+    fitted OSU-style time times the spacing factor at the step's computation (how the
+    measured links and cores behave when the calls come that far apart, bench/comm
+    --gap-us); comm_scale multiplies it too (validation's same-round variant: bench/comm
+    measured beside the run)"""
     share = share_of(ranks, threads, cores, other)
     full, rem = steps_of(train_n, batch)
 
@@ -588,12 +646,16 @@ def predict(cm, comp, program, sync, transport, ranks, threads, nodes, per_node,
             t_comp = comp.t_step(per_rank) * share
             t_comm = max(0.0, t_node - t_comp)
             if nodes > 1:
-                t_comm += allreduce_time(nodes, m, *cm.get(transport, "allreduce").ab(m)) * comm_scale
+                t_comm += (allreduce_time(nodes, m, *cm.get(transport, "allreduce").ab(m)) * comm_scale
+                           * cm.spacing("allreduce", transport, nodes, nodes, m, t_node))
             return t_comp, t_comm
         eff, _ = comp.thread_eff(threads, thread_eff, per_rank)
         t_comp = comp.t_step(per_rank) / (threads * eff) * share
-        t_comm = cm.sync_time(sync if program == "mpi" else ("reduce-bcast" if sync == "reduce-bcast" else "allreduce"),
-                              transport, ranks, nodes, per_node, m) * comm_scale if ranks > 1 else 0.0
+        t_comm = 0.0
+        if ranks > 1:
+            t_comm = (cm.sync_time(sync if program == "mpi" else cm.sync_op(sync, program), transport, ranks, nodes,
+                                   per_node, m)
+                      * comm_scale * cm.spacing(cm.sync_op(sync, program), transport, ranks, nodes, m, t_comp))
         if sync == "overlap":
             h = comp.hidden if hidden is None else hidden
             t_comm -= min(h * t_comm, BACKWARD_SHARE * t_comp)
@@ -625,9 +687,8 @@ def beside_exchange(cm, program, sync, transport, p, nodes, per_node, m):
             return "allreduce", allreduce_time(nodes, m, *cm.get(transport, "allreduce").ab(m))
         return None
     if program == "hybrid":
-        sync = "reduce-bcast" if sync == "reduce-bcast" else "allreduce"
-    op = {"overlap": "iallreduce"}.get(sync, sync)
-    return op, cm.sync_time(sync, transport, p, nodes, per_node, m)
+        sync = cm.sync_op(sync, program)
+    return cm.sync_op(sync), cm.sync_time(sync, transport, p, nodes, per_node, m)
 
 
 BESIDE_MAX_AGE_S = 1800   # a beside row is the run's when measured at most this long before the run's row
@@ -916,6 +977,11 @@ def fit_lines(cm, comp):
             out.append(f"{tr:<12} {op:<13} {a * 1e6:>10.3f} {b * 1e9:>10.4f} "
                        f"{(f'{gbs:.2f}' if gbs else '-'):>8} {len(res):>5} {rms:>9.1%} {worst:>9.1%} "
                        f"{size_range(f, i):>10}  " + ", ".join(f"{k} {v}" for k, v in sorted(algos.items())))
+    if cm.spacing_points:
+        out.append("")
+        out.append("spacing factor (back to back with G us of busy work between calls / OSU's way, same size; "
+                   "bench/comm --gap-us):")
+        out.extend(spacing_lines(cm))
     if comp:
         out.append("")
         out.append(f"compute: t_step(b) = {comp.a * 1e3:.4f} ms + {comp.c * 1e6:.4f} us * b per core ({comp.form}); "
@@ -930,6 +996,17 @@ def fit_lines(cm, comp):
                        + ("hybrid's threads" if v == "reduction" else "mpi --sync shm's ranks") + "): " + "; ".join(
                            f"T={t} " + ", ".join(f"b={b} {e:.2f}" for b, e in pts) for t, pts in sorted(ts.items())))
     return out
+
+
+def spacing_rows(cm):
+    """[(transport, op, P, nodes, bytes, [(gap us, factor)])] of the measured spacing factors"""
+    return [(tr, op, p, n, int(m), [(g * 1e6, k) for g, k in pts])
+            for (tr, op, p, n, m), pts in sorted(cm.spacing_points.items())]
+
+
+def spacing_lines(cm):
+    return [f"  {tr:<12} {op:<13} P={p} nodes={n} {m:>9} B: " + ", ".join(f"{g:g} us {k:.2f}" for g, k in pts)
+            for tr, op, p, n, m, pts in spacing_rows(cm)]
 
 
 def validation_lines(val):

@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.." || exit 1
 . tests/lib.sh
 RUN=scripts/mpirun.sh
 LIMIT=$((120 * SLOWDOWN))
-HEADER=transport,op,ranks,nodes,ranks_per_node,bytes,iterations,min_us,avg_us,max_us,timestamp
+HEADER=transport,op,ranks,nodes,ranks_per_node,bytes,iterations,min_us,avg_us,max_us,timestamp,gap_us
 
 if ! command -v mpirun >/dev/null || ! command -v "${MPICC:-mpicc}" >/dev/null; then
   skip "bench/comm" "mpirun/mpicc not found (apt-get install openmpi-bin libopenmpi-dev)"; finish
@@ -22,15 +22,16 @@ QUICK=(--max-bytes 1024 --model-sides 28 --iters 20 --warmup 1)
 # the default net's gradient as the trainers lay it out: 235,152 floats (padded), 4 bytes each
 GRAD=$((4 * 235152))
 
-# csv_check CSV RANKS NODES ROWS: the header, the row count, ranks/nodes on every row,
-# positive times with min <= avg <= max, iterations 20 (barrier too)
+# csv_check CSV RANKS NODES ROWS [GAP]: the header, the row count, ranks/nodes on every row,
+# positive times with min <= avg <= max, iterations 20 (barrier too), gap_us GAP (empty:
+# OSU's way)
 csv_check() {
-  local csv=$1 p=$2 n=$3 rows=$4 bad
+  local csv=$1 p=$2 n=$3 rows=$4 gap=${5:-} bad
   check "CSV header is comm.csv's" "$(head -n 1 "$csv")" [ "$(head -n 1 "$csv")" = "$HEADER" ]
   check "CSV has $rows rows (4 ops x 10 sizes + barrier)" "$(csv_rows "$csv") rows" [ "$(csv_rows "$csv")" = "$rows" ]
-  bad=$(awk -F, -v p="$p" -v n="$n" 'NR > 1 && !($3 == p && $4 == n && $7 == 20 && $8 > 0 && $8 <= $9 && $9 <= $10 &&
-          ($2 == "barrier") == ($6 == 0) && $11 ~ /^20[0-9][0-9]-[01][0-9]-[0-3][0-9]T[0-9:]+Z$/)' "$csv" | head -n 2)
-  check "every row: ranks $p, nodes $n, 20 iterations, 0 < min <= avg <= max, a UTC timestamp" "bad rows: $bad" [ -z "$bad" ]
+  bad=$(awk -F, -v p="$p" -v n="$n" -v g="$gap" 'NR > 1 && !(NF == 12 && $3 == p && $4 == n && $7 == 20 && $8 > 0 && $8 <= $9 && $9 <= $10 &&
+          ($2 == "barrier") == ($6 == 0) && $11 ~ /^20[0-9][0-9]-[01][0-9]-[0-3][0-9]T[0-9:]+Z$/ && $12 == g)' "$csv" | head -n 2)
+  check "every row: ranks $p, nodes $n, 20 iterations, 0 < min <= avg <= max, a UTC timestamp, gap_us '$gap'" "bad rows: $bad" [ -z "$bad" ]
 }
 
 # ---- P = 2, one node, every op
@@ -42,7 +43,19 @@ csv_check "$TMP/c.csv" 2 1 41
 timeout $LIMIT $RUN 2 bench/comm "${QUICK[@]}" --back-to-back --transport shm --csv "$TMP/b.csv" >"$TMP/out-b" 2>&1; rc=$?
 check "bench/comm --back-to-back: exit 0, every sum verified" "exit $rc: $(tail -n 3 "$TMP/out-b")" \
   grep -q "^comm: shm | 2 ranks .* | 10 sizes x 4 ops + barrier | .* | every sum verified" "$TMP/out-b"
-csv_check "$TMP/b.csv" 2 1 41
+csv_check "$TMP/b.csv" 2 1 41 0
+# spaced as a trainer's steps: 5 ms of busy work between calls, only the calls timed (so
+# the run lasts at least 20 x 5 ms per op), gap_us 5000; --max-bytes 0: only the gradient
+timeout $LIMIT $RUN 2 bench/comm --model-sides 28 --iters 20 --warmup 1 --max-bytes 0 --gap-us 5000 --transport shm \
+  --csv "$TMP/g.csv" --dat "$TMP/g.dat" >"$TMP/out-g" 2>&1; rc=$?
+check "bench/comm --gap-us 5000 --max-bytes 0: exit 0, every sum verified, the gradient alone" "exit $rc: $(tail -n 3 "$TMP/out-g")" \
+  grep -q "^comm: shm | 2 ranks .* | 1 sizes x 4 ops + barrier | .* | every sum verified" "$TMP/out-g"
+csv_check "$TMP/g.csv" 2 1 5 5000
+secs=$(sed -n 's/^comm: .* | \([0-9.]*\) s | every sum.*/\1/p' "$TMP/out-g")
+check "--gap-us: the busy gaps were spent (5 ops x 20 x 5 ms = 0.5 s in all)" "took '$secs' s" \
+  awk -v s="$secs" 'BEGIN { exit !(s + 0 >= 0.45) }'
+check "--gap-us: the table says how the calls were spaced" "$(grep '^# calls' "$TMP/g.dat")" \
+  grep -q "^# calls back to back, 5000 us of busy work between two calls" "$TMP/g.dat"
 check "the default net's gradient ($GRAD bytes) is measured, by every op" "$(grep -c ",$GRAD," "$TMP/c.csv") rows" \
   [ "$(grep -c "^shm,[a-z-]*,2,1,2,$GRAD," "$TMP/c.csv")" = 4 ]
 check "the sizes are 4, 8, .. 1024 and the gradient" "$(cut -d, -f6 "$TMP/c.csv" | sort -un | tr '\n' ' ')" \
@@ -82,6 +95,8 @@ expect_error "bench/comm: --min-bytes above --max-bytes" "larger than --max-byte
 expect_error "bench/comm: bad --transport label" "--transport" bench/comm --transport 'a,b'
 expect_error "bench/comm: bad --model-sides" "--model-sides" bench/comm --model-sides 28,
 expect_error "bench/comm: --iters 0" "--iters" bench/comm --iters 0
+expect_error "bench/comm: --gap-us negative" "--gap-us" bench/comm --gap-us -5
+expect_error "bench/comm: --max-bytes 0 with no model sides" "no size" bench/comm --max-bytes 0 --model-sides none
 expect_error "bench/comm: bad PARTRAIN_RANKS_PER_NODE" "PARTRAIN_RANKS_PER_NODE" --label comm \
   env PARTRAIN_RANKS_PER_NODE=x $RUN 2 bench/comm "${QUICK[@]}"
 echo "program,variant" >"$TMP/other.csv"
@@ -92,16 +107,21 @@ check "... and left as it was" "$(cat "$TMP/other.csv")" [ "$(cat "$TMP/other.cs
 # ---- bench/comm.sh: two rank counts, rows appended once, one table per P (a private
 # benchmark lock: this checks outputs, not timings, so it must not wait for another job's
 # benchmark holding /tmp/partrain-bench.lock)
-out=$(PARTRAIN_BENCH_LOCK=$TMP/bench.lock timeout $LIMIT bench/comm.sh --ranks-list "2 3" --transport shm --csv "$TMP/s.csv" --dat "$TMP/s.dat" \
-  -- --max-bytes 64 --model-sides none --iters 5 --warmup 0 2>&1); rc=$?
-check "bench/comm.sh --ranks-list '2 3': exit 0" "exit $rc: $(tail -n 3 <<<"$out")" [ $rc = 0 ]
-check "bench/comm.sh: the rows of both runs (2 x (4 ops x 5 sizes + barrier))" "$(csv_rows "$TMP/s.csv") rows" \
-  [ "$(csv_rows "$TMP/s.csv")" = 42 -a "$(cut -d, -f3 "$TMP/s.csv" | sort -u | tr '\n' ' ')" = "2 3 ranks " ]
+out=$(PARTRAIN_BENCH_LOCK=$TMP/bench.lock timeout $LIMIT bench/comm.sh --ranks-list "2 3" --transport shm --gaps "0 100" \
+  --csv "$TMP/s.csv" --dat "$TMP/s.dat" -- --max-bytes 64 --model-sides none --iters 5 --warmup 0 2>&1); rc=$?
+check "bench/comm.sh --ranks-list '2 3' --gaps '0 100': exit 0" "exit $rc: $(tail -n 3 <<<"$out")" [ $rc = 0 ]
+check "bench/comm.sh: the rows of both runs (2 x (4 ops x 5 sizes + barrier) OSU's way, 2 x 2 gaps x 4 ops at the gradient)" \
+  "$(csv_rows "$TMP/s.csv") rows" \
+  [ "$(csv_rows "$TMP/s.csv")" = 58 -a "$(cut -d, -f3 "$TMP/s.csv" | sort -u | tr '\n' ' ')" = "2 3 ranks " ]
+check "bench/comm.sh --gaps: each P's gradient at gap 0 and 100, each op once" \
+  "$(awk -F, 'NR > 1 && $12 != "" { print $3, $2, $6, $12 }' "$TMP/s.csv" | sort | uniq -c | awk '$1 != 1' | head -n 3)" \
+  [ "$(awk -F, -v g=$GRAD 'NR > 1 && $12 != "" && $6 == g && $2 != "barrier" { print $3, $2, $12 }' "$TMP/s.csv" | sort -u | wc -l)" = 16 ]
 blocks=$(awk 'BEGIN { b = 1 } /^$/ { e++; next } { if (e >= 2) b++; e = 0 } END { print b }' "$TMP/s.dat")
 check "bench/comm.sh --dat: one block per P, gnuplot indices 0 and 1" "$blocks blocks: $(grep -c '^# bench/comm' "$TMP/s.dat") headers" \
   [ "$blocks" = 2 -a "$(grep -c '^# bench/comm: transport shm, [23] ranks' "$TMP/s.dat")" = 2 ]
 # (--csv before `--`: expect_error would append its own after the arguments)
 expect_error "bench/comm.sh: bad --ranks-list" "--ranks-list" bench/comm.sh --csv "$TMP/err.csv" --ranks-list "2 x"
+expect_error "bench/comm.sh: bad --gaps" "--gaps" bench/comm.sh --csv "$TMP/err.csv" --gaps "0 1.5"
 expect_error "bench/comm.sh: --ranks-list with a fixed launcher" "{P}" bench/comm.sh --csv "$TMP/err.csv" --launcher "$RUN 2" --ranks-list 2
 expect_error "bench/comm.sh: bench/comm's own flags checked first" "--iters" bench/comm.sh --csv "$TMP/err.csv" -- --iters 0
 expect_error "bench/comm.sh: a CSV of another schema" "not bench/comm's" bench/comm.sh --csv "$TMP/other.csv"

@@ -143,10 +143,34 @@ with open(os.path.join(d, "same", "model-runs.csv"), "w", newline="") as f:
 with open(os.path.join(d, "same", "comm-beside.csv"), "w", newline="") as f:
     w = csv.writer(f)
     w.writerow("transport,op,ranks,nodes,ranks_per_node,bytes,iterations,min_us,avg_us,max_us,timestamp".split(","))
-    t = allreduce(2, M, *net)
-    w.writerow(["tcp-10gbit", "allreduce", 2, 2, 1, M, 50, 3e6 * t, 3e6 * t, 3e6 * t, "2026-01-01T00:02:00Z"])
-    w.writerow(["tcp-10gbit", "allreduce", 2, 2, 1, M, 50, 1.5e6 * t, 1.5e6 * t, 1.5e6 * t, "2026-01-01T01:04:00Z"])
-    w.writerow(["tcp-10gbit", "allreduce", 2, 2, 1, M, 50, 4e6 * t, 4e6 * t, 4e6 * t, "2026-01-01T01:06:00Z"])
+    ta = allreduce(2, M, *net)
+    w.writerow(["tcp-10gbit", "allreduce", 2, 2, 1, M, 50, 3e6 * ta, 3e6 * ta, 3e6 * ta, "2026-01-01T00:02:00Z"])
+    w.writerow(["tcp-10gbit", "allreduce", 2, 2, 1, M, 50, 1.5e6 * ta, 1.5e6 * ta, 1.5e6 * ta, "2026-01-01T01:04:00Z"])
+    w.writerow(["tcp-10gbit", "allreduce", 2, 2, 1, M, 50, 4e6 * ta, 4e6 * ta, 4e6 * ta, "2026-01-01T01:06:00Z"])
+# spacing (d/spaced/): comm.csv (today's header, gap_us) = the rows above OSU's way, one more
+# at the gradient's size for 2 hosts, and the same exchange back to back with 0, 500 and
+# 2000 us of busy work between calls: 2.0, 1.5 and 1.0 x its OSU time; a run at batch 64
+# (a rank's step computes t(32) = 1.16 ms: factor 1.5 - 0.5 * 660 / 1500 = 1.28) whose
+# exchange took that factor x the fit, and hybrid's 2 x 4 (its step: 4 threads' t(128))
+os.makedirs(os.path.join(d, "spaced"), exist_ok=True)
+base = list(csv.reader(open(os.path.join(d, "comm.csv"))))
+with open(os.path.join(d, "spaced", "comm.csv"), "w", newline="") as f:
+    w = csv.writer(f)
+    w.writerow(base[0] + ["gap_us"])
+    w.writerows(r + [""] for r in base[1:])
+    us = 1e6 * allreduce(2, M, *net)
+    w.writerow(["tcp-10gbit", "allreduce", 2, 2, 1, M, 50, us, us, us, "2026-01-01T00:00:00Z", ""])
+    for g, k in ((0, 2.0), (500, 1.5), (2000, 1.0)):
+        w.writerow(["tcp-10gbit", "allreduce", 2, 2, 1, M, 50, k * us, k * us, k * us, "2026-01-01T00:00:10Z", g])
+def fac(gap):   # the polyline through the gap rows, constant beyond them
+    return 2.0 - gap / 1e-3 if gap <= 500e-6 else 1.5 - 0.5 * (gap - 500e-6) / 1500e-6 if gap <= 2e-3 else 1.0
+spaced = lambda rows, tc: fac(tc) * allreduce(2, M, *net)
+rows.pop()    # not the same-round fixture's drifted run
+rows = [r for r in rows if r[cols.index("program")] != "hybrid"]   # its exchange is spaced by its threads' step
+row("hybrid", "allreduce", 2, 4, 256, *epoch(256, 2, 4, eff4, comm=spaced), tr="tcp-10gbit", n=2)
+row("mpi", "allreduce", 2, 1, 64, *epoch(64, 2, comm=spaced), tr="tcp-10gbit", n=2)
+with open(os.path.join(d, "spaced", "model-runs.csv"), "w", newline="") as f:
+    w = csv.writer(f); w.writerow(cols); w.writerows(rows)
 EOF
 check "fixture written" "no $D/comm.csv or model-runs.csv" [ -s "$D/comm.csv" ] && [ -s "$D/model-runs.csv" ]
 
@@ -209,6 +233,22 @@ check "validate, same round: the summary line counts error2" "$(tail -n 2 "$TMP/
   grep -qE '^same round .*: max \|error\| 0\.[0-9]%, 7 of 7 within 20 %' "$TMP/same"
 check "validate, same round: no beside row before a run, or only a stale one (the hybrid run): no error2" \
   "$(grep '^hybrid' "$TMP/same")" bash -c "grep '^hybrid' '$TMP/same' | awk '{ exit !(\$(NF-1) == \"-\" && \$(NF-2) == \"-\") }'"
+# spacing: the run whose exchange was spaced by its step's computation is off by the fit alone
+# (old comm.csv, no gap_us) and exact with the spacing factor interpolated at t(32)
+m validate --comm "$D/comm.csv" --runs "$D/spaced/model-runs.csv" >"$TMP/nospace" 2>&1
+m validate --comm "$D/spaced/comm.csv" --runs "$D/spaced/model-runs.csv" >"$TMP/space" 2>"$TMP/space.err"; rc=$?
+check "validate with gap_us rows: exits 0" "exit $rc: $(head -c 300 "$TMP/space.err")" [ $rc = 0 ]
+err_of() { grep -E '^mpi allreduce P=2 B=64 +tcp-10gbit' "$1" | awk '{ e = $(NF-6); sub(/%/, "", e); print e + 0 }'; }
+check "spacing: without gap rows the spaced run's error is below -10 %" "$(err_of "$TMP/nospace")" \
+  awk -v e="$(err_of "$TMP/nospace")" 'BEGIN { exit !(e < -10) }'
+check "spacing: with them (factor 1.28 at the step's 1.16 ms) within 1 %, and every other configuration still within 1 %" \
+  "$(grep -E '^(mpi|hybrid) ' "$TMP/space")" \
+  awk '/^(mpi|hybrid) / { e = $(NF-6); sub(/%/, "", e); if (e + 0 > 1 || e + 0 < -1) bad = 1; n++ } END { exit !(n == 8 && !bad) }' "$TMP/space"
+m fit --comm "$D/spaced/comm.csv" --runs "$D/spaced/model-runs.csv" >"$TMP/space-fit" 2>&1
+check "fit: the spacing factors are listed (0 us 2.00, 500 us 1.50, 2000 us 1.00), and alpha, beta unchanged by them" \
+  "$(grep -A2 '^spacing' "$TMP/space-fit")" \
+  sh -c "grep -q 'tcp-10gbit *allreduce *P=2 nodes=2 *$((4 * (784 * 256 + 256 + 256 * 128 + 128 + 128 * 10 + 10))) B: 0 us 2.00, 500 us 1.50, 2000 us 1.00' '$TMP/space-fit' &&
+          grep -E '^tcp-10gbit +allreduce' '$TMP/space-fit' | awk '{ exit !((\$3 - 40) ^ 2 <= 0.16 && (\$4 - 0.9) ^ 2 <= 0.0001) }'"
 
 # ---------------------------------------------------------------- project
 mkdir -p "$TMP/proj"
