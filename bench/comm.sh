@@ -14,7 +14,8 @@
 #   gnuplot index per P, in --ranks-list's order, blocks separated by two blank lines).
 #
 # Usage: bench/comm.sh [--ranks-list "2 3 4 5 6 7 8"] [--transport LABEL] [--launcher PREFIX]
-#                      [--gaps "0 200 500 1000 2000 4000"] [--csv FILE] [--dat FILE]
+#                      [--gaps "0 200 500 1000 2000 4000"] [--gaps-max-ranks N]
+#                      [--csv FILE] [--dat FILE]
 #                      [-- BENCH/COMM ARGS...]
 #   --ranks-list L  rank counts, space-separated (default "2 3 4 5 6 7 8")
 #   --transport T   the CSV's transport label (default shm): shm, tcp (simulated hosts,
@@ -30,6 +31,9 @@
 #                   runs once, and --ranks-list may not be given
 #   --gaps L        microseconds of busy work between back-to-back calls, one bench/comm run
 #                   each per P (default "0 200 500 1000 2000 4000"; none: OSU's way only)
+#   --gaps-max-ranks N  the spaced runs only at P <= N (default: this machine's cores; a
+#                   rank spinning through its gap takes a core that an oversubscribed rank
+#                   needs, which no trainer's step does to a rank of its own)
 #   --csv FILE      rows appended here (default results/comm.csv; none: no rows)
 #   --dat FILE      the tables (default results/comm-TRANSPORT.dat; none: no file)
 #   -- ARGS         passed to bench/comm (e.g. -- --iters 100 --max-bytes 65536; bench/comm --help)
@@ -43,7 +47,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 HEADER=transport,op,ranks,nodes,ranks_per_node,bytes,iterations,min_us,avg_us,max_us,timestamp,gap_us
 ranks_list="2 3 4 5 6 7 8" ranks_given=0 transport=shm launcher='scripts/mpirun.sh {P}' csv=results/comm.csv dat=""
-gaps="0 200 500 1000 2000 4000"
+gaps="0 200 500 1000 2000 4000" gaps_max=$(nproc)
 extra=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -51,6 +55,7 @@ while [ $# -gt 0 ]; do
     --transport)  need_value "$@"; transport=$2; shift 2 ;;
     --launcher)   need_value "$@"; launcher=$2; shift 2 ;;
     --gaps)       need_value "$@"; gaps=$2; shift 2 ;;
+    --gaps-max-ranks) need_value "$@"; gaps_max=$2; shift 2 ;;
     --csv)        need_value "$@"; csv=$2; shift 2 ;;
     --dat)        need_value "$@"; dat=$2; shift 2 ;;
     --) shift; extra=("$@"); break ;;
@@ -61,6 +66,7 @@ done
 [ -n "$(tr -d ' ' <<<"$ranks_list")" ] || die "--ranks-list: empty"
 for p in $ranks_list; do [[ $p =~ ^[1-9][0-9]*$ ]] || die "--ranks-list: not a positive integer: '$p'"; done
 [ "$gaps" != none ] || gaps=""
+[[ $gaps_max =~ ^[1-9][0-9]*$ ]] || die "--gaps-max-ranks: a positive integer, got '$gaps_max'"
 for g in $gaps; do [[ $g =~ ^[0-9]{1,6}$ ]] || die "--gaps: microseconds 0..999999, space-separated, or none; got '$g'"; done
 [[ $transport =~ ^[a-z0-9._-]{1,32}$ ]] || die "--transport: expected a label of a-z 0-9 - _ . (at most 32), got '$transport'"
 [ -n "$dat" ] || dat=results/comm-$transport.dat
@@ -86,11 +92,15 @@ bench_tmp
 bench/comm "${extra[@]}" --help >/dev/null 2>"$BENCH_TMP/err" || die "bench/comm ${extra[*]}: $(head -n 1 "$BENCH_TMP/err")"
 
 rows=$BENCH_TMP/rows.csv
-BENCH_TOTAL=$(( $(wc -w <<<"$ranks_list") * (1 + $(wc -w <<<"$gaps")) )) BENCH_WIDTH=12 BENCH_CUT=200
+spaced_at() { [ -n "$gaps" ] && { [ "$1" = launcher ] || [ "$1" -le "$gaps_max" ]; }; }
+BENCH_TOTAL=0 BENCH_WIDTH=12 BENCH_CUT=200
+for p in $ranks_list; do
+  BENCH_TOTAL=$((BENCH_TOTAL + 1)); ! spaced_at "$p" || BENCH_TOTAL=$((BENCH_TOTAL + $(wc -w <<<"$gaps")))
+done
 # the spaced runs: the exchanges of the trainers' steps (no barrier) at the default MLP's
 # gradient, about 300 ms of calls and gaps per op
 spaced=(--ops allreduce,reduce-bcast,hierarchical,iallreduce --max-bytes 0 --model-sides 28 --target-ms 300)
-echo "comm: transport $transport, ranks $ranks_list, gaps ${gaps:-none} us, launcher '$launcher'; rows -> $csv, tables -> $dat"
+echo "comm: transport $transport, ranks $ranks_list, gaps ${gaps:-none} us (at P <= $gaps_max), launcher '$launcher'; rows -> $csv, tables -> $dat"
 k=0
 for p in $ranks_list; do
   k=$((k + 1))
@@ -98,6 +108,7 @@ for p in $ranks_list; do
   args=(bench/comm --transport "$transport" --csv "$rows" --dat "$BENCH_TMP/$k.dat" "${extra[@]}")
   label=$([ "$p" = launcher ] && echo "launcher" || echo "P=$p")
   bench_run "$label" "${words[@]}" "${args[@]}"
+  spaced_at "$p" || continue
   for g in $gaps; do
     bench_run "$label gap $g" "${words[@]}" bench/comm --transport "$transport" --csv "$rows" "${extra[@]}" "${spaced[@]}" --gap-us "$g"
   done

@@ -130,9 +130,10 @@ def hierarchical_time(nodes, per_node, m, net, local):
 # ---------------------------------------------------------------- weighted least squares
 
 
-def lsq(points, fix_beta_zero=False):
+def lsq(points, fix_beta_zero=False, free_alpha=False):
     """(alpha, beta, cost) minimising sum(((A a + B b) - t) / t)^2 over points (A, B, t),
-    with alpha, beta >= 0"""
+    with alpha, beta >= 0; free_alpha: alpha may be negative as long as every point's
+    prediction stays positive (a regime of large messages: a line over its sizes only)"""
     def solve(use_a, use_b):
         saa = sab = sbb = sat = sbt = 0.0
         for A, B, t in points:
@@ -153,7 +154,7 @@ def lsq(points, fix_beta_zero=False):
             if sbb <= 0:
                 return None
             b = sbt / sbb
-        if a < 0 or b < 0:
+        if b < 0 or (a < 0 and not (free_alpha and all(A * a + B * b > 0 for A, B, _ in points))):
             return None
         c = sum(((A * a + B * b) - t) ** 2 / (t * t) for A, B, t in points)
         return a, b, c
@@ -163,9 +164,10 @@ def lsq(points, fix_beta_zero=False):
 
 
 class Fit:
-    """alpha, beta of one (transport, op): one regime, or two split at a message size (the
-    library changes protocol, e.g. eager to rendezvous: small and large messages follow
-    different lines), with the relative residuals of its rows"""
+    """alpha, beta of one (transport, op): one regime, or up to MAX_REGIMES split at message
+    sizes (the library changes protocol, e.g. eager to rendezvous, or a shaped link its
+    behaviour: each range of sizes follows its own line), with the relative residuals of
+    its rows"""
 
     def __init__(self, transport, op, regimes):
         # regimes: [(lowest bytes, alpha, beta, residuals, {algo: rows})], by lowest bytes
@@ -204,32 +206,48 @@ class Fit:
         return max((abs(r) for r in self.resid), default=None)
 
 
-MIN_REGIME_SIZES = 3    # distinct message sizes each regime of a two-regime fit needs
-SPLIT_GAIN = 0.75       # two regimes only when they cut the squared residuals by a quarter or more
+MIN_REGIME_SIZES = 3    # distinct message sizes each regime of a split fit needs
+SPLIT_GAIN = 0.75       # one more regime only when it cuts the squared residuals by a quarter or more
+MAX_REGIMES = 3         # eager, a link's burst, its rate: the shaped links show all three
 
 
 def fit_regimes(transport, op, points, coef_fns, fix_beta_zero=False):
-    """the Fit of points (see fit_points): one alpha, beta over all message sizes, or, when
-    it cuts the squared relative residuals by a quarter or more (SPLIT_GAIN), two: below and from a split size
-    chosen among the measured sizes (each side MIN_REGIME_SIZES sizes or more)"""
+    """the Fit of points (see fit_points): one alpha, beta over all message sizes, or up
+    to MAX_REGIMES lines over consecutive ranges of sizes, the library changing protocol
+    between them (eager to rendezvous) or a shaped link its behaviour (a token bucket's
+    burst, then its rate). Split greedily: a regime is cut at a measured size (each side
+    MIN_REGIME_SIZES sizes or more) when that cuts the squared relative residuals of the
+    whole fit by a quarter or more (SPLIT_GAIN). A line above the smallest sizes holds
+    only over its own range: its alpha may be negative (on a token-bucket link a message's
+    first burst leaves at the link's full speed, so large messages cost (m - burst) * beta:
+    a line that meets the axis below zero)"""
     def ss(res):
         return sum(r * r for r in res)
-    a, b, res, algos = fit_points(points, coef_fns, fix_beta_zero)
-    best = (ss(res), [(0.0, a, b, res, algos)])
-    sizes = sorted({pt[3] for pt in points})
-    if not fix_beta_zero and len(sizes) >= 2 * MIN_REGIME_SIZES:
-        for s in sizes[MIN_REGIME_SIZES:len(sizes) - MIN_REGIME_SIZES + 1]:
-            lo = [pt for pt in points if pt[3] < s]
-            hi = [pt for pt in points if pt[3] >= s]
-            a1, b1, r1, al1 = fit_points(lo, coef_fns)
-            a2, b2, r2, al2 = fit_points(hi, coef_fns)
-            c = ss(r1) + ss(r2)
-            if c < best[0] and c <= SPLIT_GAIN * ss(res):
-                best = (c, [(0.0, a1, b1, r1, al1), (s, a2, b2, r2, al2)])
-    return Fit(transport, op, best[1])
+
+    def fit_range(lo, pts):
+        a, b, res, algos = fit_points(pts, coef_fns, fix_beta_zero, free_alpha=lo > 0)
+        return (lo, a, b, res, algos, pts)
+
+    regimes = [fit_range(0.0, points)]
+    while not fix_beta_zero and len(regimes) < MAX_REGIMES:
+        total = sum(ss(r[3]) for r in regimes)
+        best = None
+        for k, (lo, _, _, res, _, pts) in enumerate(regimes):
+            sizes = sorted({pt[3] for pt in pts})
+            for s in sizes[MIN_REGIME_SIZES:len(sizes) - MIN_REGIME_SIZES + 1]:
+                left = fit_range(lo, [pt for pt in pts if pt[3] < s])
+                right = fit_range(s, [pt for pt in pts if pt[3] >= s])
+                c = total - ss(res) + ss(left[3]) + ss(right[3])
+                if c <= SPLIT_GAIN * total and (best is None or c < best[0]):
+                    best = (c, k, left, right)
+        if best is None:
+            break
+        _, k, left, right = best
+        regimes[k:k + 1] = [left, right]
+    return Fit(transport, op, [r[:5] for r in regimes])
 
 
-def fit_points(points, coef_fns, fix_beta_zero=False):
+def fit_points(points, coef_fns, fix_beta_zero=False, free_alpha=False):
     """fit alpha, beta to points (p, nodes, per_node, m, t, offset) where the op costs
     offset + the fastest of coef_fns (each (p, nodes, per_node, m) -> (A, B)); the
     assignment of rows to algorithms is searched over the ratio alpha/beta (it decides
@@ -242,10 +260,17 @@ def fit_points(points, coef_fns, fix_beta_zero=False):
         pts = [(coefs[i][assign[i]][0], coefs[i][assign[i]][1], pt[4] - pt[5]) for i, pt in enumerate(points)]
         if any(t <= 0 for _, _, t in pts):
             pts = [(A, B, max(t, 1e-12)) for A, B, t in pts]
-        return lsq(pts, fix_beta_zero)
+        return lsq(pts, fix_beta_zero, free_alpha)
 
     def assign_for(alpha, beta):
         return tuple(min(names, key=lambda n: cost(c[n], alpha, beta)) for c in coefs)
+
+    def model_cost(a, b):
+        """the squared relative residuals of what the model predicts with (a, b): every row
+        at its fastest algorithm, as the library picks (an assignment's own fit may claim
+        a slower one: ring at P = 2 fits 2 alpha where recursive doubling predicts 1)"""
+        return sum(((pt[5] + min(cost(coefs[i][n], a, b) for n in names)) / pt[4] - 1.0) ** 2
+                   for i, pt in enumerate(points))
 
     tried, best = set(), None
     # candidate assignments: every algorithm alone, and the one each ratio alpha/beta implies
@@ -258,6 +283,8 @@ def fit_points(points, coef_fns, fix_beta_zero=False):
         tried.add(assign)
         for _ in range(20):      # then to the assignment its own fit implies
             a, b, c = fit_assigned(assign)
+            if c != float("inf"):
+                c = model_cost(a, b)
             if best is None or c < best[2] - 1e-15:
                 best = (a, b, c, assign)
             nxt = assign_for(a, b) if len(names) > 1 else assign
@@ -962,8 +989,9 @@ def size_range(fit, i):
     """the message sizes of regime i of a fit, in words"""
     if len(fit.regimes) == 1:
         return "all"
-    lo = fit.regimes[i][0]
-    return f"<{int(fit.regimes[1][0])}B" if i == 0 else f">={int(lo)}B"
+    lo = int(fit.regimes[i][0])
+    hi = int(fit.regimes[i + 1][0]) if i + 1 < len(fit.regimes) else None
+    return f"<{hi}B" if i == 0 else f">={lo}B" if hi is None else f"{lo}-{hi}B"
 
 
 def fit_lines(cm, comp):

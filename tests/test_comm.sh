@@ -107,21 +107,23 @@ check "... and left as it was" "$(cat "$TMP/other.csv")" [ "$(cat "$TMP/other.cs
 # ---- bench/comm.sh: two rank counts, rows appended once, one table per P (a private
 # benchmark lock: this checks outputs, not timings, so it must not wait for another job's
 # benchmark holding /tmp/partrain-bench.lock)
-out=$(PARTRAIN_BENCH_LOCK=$TMP/bench.lock timeout $LIMIT bench/comm.sh --ranks-list "2 3" --transport shm --gaps "0 100" \
+out=$(PARTRAIN_BENCH_LOCK=$TMP/bench.lock timeout $LIMIT bench/comm.sh --ranks-list "2 3" --transport shm --gaps "0 100" --gaps-max-ranks 2 \
   --csv "$TMP/s.csv" --dat "$TMP/s.dat" -- --max-bytes 64 --model-sides none --iters 5 --warmup 0 2>&1); rc=$?
-check "bench/comm.sh --ranks-list '2 3' --gaps '0 100': exit 0" "exit $rc: $(tail -n 3 <<<"$out")" [ $rc = 0 ]
-check "bench/comm.sh: the rows of both runs (2 x (4 ops x 5 sizes + barrier) OSU's way, 2 x 2 gaps x 4 ops at the gradient)" \
+check "bench/comm.sh --ranks-list '2 3' --gaps '0 100' --gaps-max-ranks 2: exit 0" "exit $rc: $(tail -n 3 <<<"$out")" [ $rc = 0 ]
+check "bench/comm.sh: the rows of both runs (2 x (4 ops x 5 sizes + barrier) OSU's way; at P = 2 alone 2 gaps x 4 ops at the gradient)" \
   "$(csv_rows "$TMP/s.csv") rows" \
-  [ "$(csv_rows "$TMP/s.csv")" = 58 -a "$(cut -d, -f3 "$TMP/s.csv" | sort -u | tr '\n' ' ')" = "2 3 ranks " ]
-check "bench/comm.sh --gaps: each P's gradient at gap 0 and 100, each op once" \
+  [ "$(csv_rows "$TMP/s.csv")" = 50 -a "$(cut -d, -f3 "$TMP/s.csv" | sort -u | tr '\n' ' ')" = "2 3 ranks " ]
+check "bench/comm.sh --gaps: P = 2's gradient at gap 0 and 100, each op once; none at P = 3 (above --gaps-max-ranks)" \
   "$(awk -F, 'NR > 1 && $12 != "" { print $3, $2, $6, $12 }' "$TMP/s.csv" | sort | uniq -c | awk '$1 != 1' | head -n 3)" \
-  [ "$(awk -F, -v g=$GRAD 'NR > 1 && $12 != "" && $6 == g && $2 != "barrier" { print $3, $2, $12 }' "$TMP/s.csv" | sort -u | wc -l)" = 16 ]
+  [ "$(awk -F, -v g=$GRAD 'NR > 1 && $12 != "" && $6 == g && $3 == 2 && $2 != "barrier" { print $3, $2, $12 }' "$TMP/s.csv" | sort -u | wc -l)" = 8 -a \
+    "$(awk -F, 'NR > 1 && $12 != ""' "$TMP/s.csv" | wc -l)" = 8 ]
 blocks=$(awk 'BEGIN { b = 1 } /^$/ { e++; next } { if (e >= 2) b++; e = 0 } END { print b }' "$TMP/s.dat")
 check "bench/comm.sh --dat: one block per P, gnuplot indices 0 and 1" "$blocks blocks: $(grep -c '^# bench/comm' "$TMP/s.dat") headers" \
   [ "$blocks" = 2 -a "$(grep -c '^# bench/comm: transport shm, [23] ranks' "$TMP/s.dat")" = 2 ]
 # (--csv before `--`: expect_error would append its own after the arguments)
 expect_error "bench/comm.sh: bad --ranks-list" "--ranks-list" bench/comm.sh --csv "$TMP/err.csv" --ranks-list "2 x"
 expect_error "bench/comm.sh: bad --gaps" "--gaps" bench/comm.sh --csv "$TMP/err.csv" --gaps "0 1.5"
+expect_error "bench/comm.sh: bad --gaps-max-ranks" "--gaps-max-ranks" bench/comm.sh --csv "$TMP/err.csv" --gaps-max-ranks 0
 expect_error "bench/comm.sh: --ranks-list with a fixed launcher" "{P}" bench/comm.sh --csv "$TMP/err.csv" --launcher "$RUN 2" --ranks-list 2
 expect_error "bench/comm.sh: bench/comm's own flags checked first" "--iters" bench/comm.sh --csv "$TMP/err.csv" -- --iters 0
 expect_error "bench/comm.sh: a CSV of another schema" "not bench/comm's" bench/comm.sh --csv "$TMP/other.csv"

@@ -101,8 +101,9 @@ def spacing(d, cm):
 def sizes(f, k):
     if len(f.regimes) == 1:
         return "all"
-    split = int(f.regimes[1][0])
-    return f"< {human(split)}" if k == 0 else f"≥ {human(split)}"
+    lo = int(f.regimes[k][0])
+    hi = int(f.regimes[k + 1][0]) if k + 1 < len(f.regimes) else None
+    return f"< {human(hi)}" if k == 0 else f"≥ {human(lo)}" if hi is None else f"{human(lo)} – < {human(hi)}"
 
 
 def human(n):
