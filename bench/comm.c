@@ -23,10 +23,12 @@
  * one-double MPI_Allreduce: OSU's barrier, which also tells every rank when to stop), each
  * call timed alone. --back-to-back instead lets them follow each other with nothing
  * between them, as a trainer with little computation per step makes them: one barrier,
- * then each rank times its whole run of calls. --gap-us G spaces them as a trainer does:
- * G microseconds of busy work (the step's computation) between two calls, only the calls
- * timed. Over shaped TCP links how the calls are spaced changes their time by up to 2x
- * (NOTES 38); scripts/model.py takes that factor from these rows.
+ * then each rank times its whole run of calls. --gap-rows R spaces them as a trainer does:
+ * between two calls, one training step's computation on R rows (the forward and backward
+ * products of the MLP, with the trainers' kernel, common/gemm.h), only the calls timed;
+ * the CSV's gap_us is that step's measured time. Over shaped TCP links on shared cores
+ * how the calls are spaced, and by what work, changes their time by up to 2x (NOTES 38,
+ * 40); scripts/model.py takes that factor from these rows.
  * min/avg/max over the ranks of each rank's average are reduced to rank 0 (as OSU
  * reports). The timed buffer holds zeros (in place, like the trainers; sums stay zero).
  * Iterations: --iters N, or adaptive: about --target-ms of calls (at least 3, at most
@@ -52,6 +54,7 @@
 
 #include <mpi.h>
 
+#include "gemm.h"       /* matmul(): the trainers' kernel, for --gap-rows' step */
 #include "mlp.h"        /* PAD16, alloc_floats */
 #include "options.h"
 #include "results.h"    /* results_check_output */
@@ -80,8 +83,8 @@ typedef struct {
     train_options net;          /* --hidden A,B,... (the trainers' default) */
     long iters, warmup;         /* --iters (0: adaptive), --warmup */
     double target_ms;           /* --target-ms */
-    int back_to_back;           /* --back-to-back or --gap-us: no synchronization between the timed calls */
-    double gap_us;              /* --gap-us: busy work between two back-to-back calls */
+    int back_to_back;           /* --back-to-back or --gap-rows: no synchronization between the timed calls */
+    int gap_rows;               /* --gap-rows: a training step on that many rows between two calls */
     const char *csv, *dat;      /* --csv FILE, --dat FILE (NULL: none) */
 } comm_options;
 
@@ -101,9 +104,10 @@ static void usage(void) {
            "  --warmup N            untimed iterations before each size [3]\n"
            "  --back-to-back        the timed calls follow each other with nothing between them [off: OSU's\n"
            "                        way, the ranks meet (an untimed MPI_Allreduce) before every timed call]\n"
-           "  --gap-us G            back to back with G microseconds of busy work between two calls, as a\n"
-           "                        trainer's step computes between its exchanges (the CSV's gap_us; OSU's\n"
-           "                        way leaves it empty, --back-to-back writes 0)\n"
+           "  --gap-rows R          back to back with one training step's computation on R rows between two\n"
+           "                        calls (the MLP's forward and backward products), as a trainer's ranks\n"
+           "                        compute between their exchanges; the CSV's gap_us is that step's measured\n"
+           "                        time (OSU's way leaves it empty, --back-to-back writes 0)\n"
            "  --csv FILE            append one row per (op, size) to FILE (header: " COMM_HEADER ") [none]\n"
            "  --dat FILE            also write stdout's table (gnuplot columns) to FILE [none]\n"
            "  --help                this text\n"
@@ -177,8 +181,8 @@ static void parse_options(comm_options *o, int argc, char **argv) {
             o->target_ms = options_double(PROGRAM, a, options_value(PROGRAM, argc, argv, &i), 0.1, 60000);
         } else if (!strcmp(a, "--back-to-back")) {
             o->back_to_back = 1;
-        } else if (!strcmp(a, "--gap-us")) {
-            o->gap_us = options_double(PROGRAM, a, options_value(PROGRAM, argc, argv, &i), 0, 1e6);
+        } else if (!strcmp(a, "--gap-rows")) {
+            o->gap_rows = (int)options_long(PROGRAM, a, options_value(PROGRAM, argc, argv, &i), 1, 65536);
             o->back_to_back = 1;
         } else if (!strcmp(a, "--csv")) {
             o->csv = options_value(PROGRAM, argc, argv, &i);
@@ -276,14 +280,58 @@ static void validate(int op, float *buf, int n) {
     agree_or_die(bad >= 0, msg, 1);
 }
 
-typedef struct { long iters; double min_us, avg_us, max_us; } timing;
+typedef struct { long iters; double min_us, avg_us, max_us, gap_us; } timing;
 
-/* the computation of a trainer's step between two exchanges: the core stays busy (a sleep
- * would let it idle, and the link's kernel work would run where no trainer leaves room) */
-static void busy_wait(double seconds) {
-    double t0 = timer_now();
-    while (timer_now() - t0 < seconds) { }
+/* --gap-rows: what a trainer's rank computes between two exchanges, one step's products on
+ * R rows of the MLP (side^2 inputs, the --hidden layers, 10 outputs): forward act[l] =
+ * act[l-1] . W[l]; backward, per layer from the top, the weight gradient act[l-1]^T . dz
+ * and, below the top, dz . W[l]^T. The trainers' kernel and shapes, so the cores and
+ * caches are as busy as a step keeps them (a spinning loop is not: NOTES 40). The values
+ * are constant (every product starts from the same inputs), so nothing overflows. */
+typedef struct {
+    int rows, layers, size[OPT_MAX_HIDDEN + 2];
+    float *act[OPT_MAX_HIDDEN + 2], *w[OPT_MAX_HIDDEN + 2], *wt[OPT_MAX_HIDDEN + 2], *grad, *delta;
+} step_work;
+
+static int step_init(step_work *s, const train_options *net, int side, int rows) {
+    memset(s, 0, sizeof *s);
+    s->rows = rows;
+    s->layers = net->n_hidden + 1;
+    s->size[0] = side * side;
+    for (int l = 1; l <= s->layers; l++) s->size[l] = l < s->layers ? net->hidden[l - 1] : IDX_CLASSES;
+    long widest = 0, wide_rows = 0;
+    for (int l = 0; l <= s->layers; l++) {
+        s->act[l] = alloc_floats((long)rows * s->size[l]);
+        if (!s->act[l]) return -1;
+        for (long i = 0; i < (long)rows * s->size[l]; i++) s->act[l][i] = 0.01f;
+        if ((long)rows * s->size[l] > wide_rows) wide_rows = (long)rows * s->size[l];
+        if (l == 0) continue;
+        long n = (long)s->size[l - 1] * s->size[l];
+        s->w[l] = alloc_floats(n);
+        s->wt[l] = alloc_floats(n);
+        if (!s->w[l] || !s->wt[l]) return -1;
+        for (long i = 0; i < n; i++) s->w[l][i] = s->wt[l][i] = 0.01f;
+        if (n > widest) widest = n;
+    }
+    s->grad = alloc_floats(widest);
+    s->delta = alloc_floats(wide_rows);
+    return s->grad && s->delta ? 0 : -1;
 }
+
+static void step_run(step_work *s) {
+    int R = s->rows;
+    for (int l = 1; l <= s->layers; l++)
+        matmul(R, s->size[l], s->size[l - 1], s->act[l - 1], s->size[l - 1], 1, s->w[l], s->size[l], s->act[l],
+               s->size[l], &EPI_PLAIN);
+    for (int l = s->layers; l >= 1; l--) {
+        int in = s->size[l - 1], out = s->size[l];
+        matmul(in, out, R, s->act[l - 1], 1, in, s->act[l], out, s->grad, out, &EPI_PLAIN);
+        if (l > 1) matmul(R, in, out, s->act[l], out, 1, s->wt[l], in, s->delta, in, &EPI_PLAIN);
+    }
+}
+
+static step_work gap_step;   /* --gap-rows */
+static double step_seconds;  /* one such step, the slowest rank's (for the adaptive count) */
 
 /* the warm-up (dropped), then the timed calls, min/avg/max over the ranks at rank 0. Before
  * each timed call the ranks meet in an untimed MPI_Allreduce of the seconds since the
@@ -293,8 +341,8 @@ static timing time_op(const comm_options *o, int op, float *buf, int n) {
     memset(buf, 0, sizeof(float) * (size_t)n);
     double w0 = timer_now();
     for (long it = 0; it < o->warmup; it++) run_op(op, buf, n);
-    timing t = { 0, 0, 0, 0 };
-    double sum = 0.0, start = timer_now(), mine, elapsed = 0.0;
+    timing t = { 0, 0, 0, 0, 0 };
+    double sum = 0.0, gaps = 0.0, start = timer_now(), mine, elapsed = 0.0;
     if (o->back_to_back) {
         /* back to back: the count from the warm-up's time per call (slowest rank), one
          * barrier, then every rank times the whole run */
@@ -304,18 +352,19 @@ static timing time_op(const comm_options *o, int op, float *buf, int n) {
         mpi_check(MPI_Allreduce(&mine, &elapsed, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
         t.iters = o->iters;
         if (!t.iters) {
-            double per_call = elapsed + o->gap_us * 1e-6;   /* --target-ms bounds the wall time */
+            double per_call = elapsed + step_seconds;   /* --target-ms bounds the wall time */
             double want = per_call > 0 ? o->target_ms * 1e-3 / per_call : (double)MAX_ITERS;
             t.iters = want < MIN_ITERS ? MIN_ITERS : want > MAX_ITERS ? MAX_ITERS : (long)ceil(want);
         }
         mpi_check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
-        if (o->gap_us > 0) {
-            for (long it = 0; it < t.iters; it++) {   /* each call timed, the busy gap not */
+        if (o->gap_rows) {
+            for (long it = 0; it < t.iters; it++) {   /* each call timed, the step between them apart */
                 double t0 = timer_now();
                 run_op(op, buf, n);
                 double t1 = timer_now();
                 sum += t1 - t0;
-                busy_wait(o->gap_us * 1e-6);
+                step_run(&gap_step);
+                gaps += timer_now() - t1;
             }
         } else {
             double t0 = timer_now();
@@ -339,11 +388,23 @@ static timing time_op(const comm_options *o, int op, float *buf, int n) {
     mpi_check(MPI_Reduce(&mine, &hi, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD), "MPI_Reduce");
     mpi_check(MPI_Reduce(&mine, &all, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD), "MPI_Reduce");
     t.min_us = lo; t.max_us = hi; t.avg_us = all / nranks;
+    mine = 1e6 * gaps / (double)t.iters;   /* --gap-rows: the step's time, mean over the ranks */
+    mpi_check(MPI_Reduce(&mine, &all, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD), "MPI_Reduce");
+    t.gap_us = all / nranks;
     return t;
 }
 
 // ----------------------------------------------------------------------------
 // output: the table (stdout, --dat), the CSV rows
+
+/* the CSV's gap_us of a row: --gap-rows the step's measured time (rank 0 holds the mean),
+ * else fixed (empty: OSU's way; 0: back to back) */
+static const char *gap_of(const comm_options *o, const timing *t, char *fixed) {
+    static char buf[32];
+    if (!o->gap_rows) return fixed;
+    snprintf(buf, sizeof buf, "%.0f", t->gap_us);
+    return buf;
+}
 
 static void utc_now(char *buf, size_t len) {
     time_t now = time(NULL);
@@ -420,13 +481,25 @@ int main(int argc, char **argv) {
         else cols[n_cols++] = o.ops[k];
     }
     char stamp[32], gap[32] = "";   /* gap: the CSV's gap_us, empty for OSU's way */
-    if (o.back_to_back) snprintf(gap, sizeof gap, "%.0f", o.gap_us);
+    if (o.back_to_back) snprintf(gap, sizeof gap, "0");
+    if (o.gap_rows) {
+        int side = o.n_sides ? o.sides[0] : 28;
+        agree_or_die(step_init(&gap_step, &o.net, side, o.gap_rows), "out of memory", 1);
+        for (int k = 0; k < 3; k++) step_run(&gap_step);   /* warm caches, then time one */
+        double t0 = timer_now(), mine;
+        step_run(&gap_step);
+        mine = timer_now() - t0;
+        mpi_check(MPI_Allreduce(&mine, &step_seconds, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
+    }
     utc_now(stamp, sizeof stamp);
     text_add(&table, "# bench/comm: transport %s, %d ranks, %d node%s, up to %d ranks per node%s, %s\n", o.transport,
              nranks, hier.nodes, hier.nodes == 1 ? "" : "s", hier.max_node_size,
              hier.pseudo ? " (pseudo-nodes: PARTRAIN_RANKS_PER_NODE)" : "", stamp);
-    if (o.back_to_back)
-        text_add(&table, "# calls back to back, %s us of busy work between two calls (not timed)\n", gap);
+    if (o.gap_rows)
+        text_add(&table, "# calls back to back, one training step on %d rows between two calls (side %d, not timed: "
+                 "about %.0f us)\n", o.gap_rows, o.n_sides ? o.sides[0] : 28, step_seconds * 1e6);
+    else if (o.back_to_back)
+        text_add(&table, "# calls back to back, nothing between them\n");
     else
         text_add(&table, "# calls OSU's way: the ranks meet before every timed call\n");
     text_add(&table, "# microseconds per call: each rank's average over the timed iterations; avg/min/max over the ranks\n");
@@ -453,7 +526,7 @@ int main(int argc, char **argv) {
         timing t = time_op(&o, OP_BARRIER, buf, 0);
         utc_now(stamp, sizeof stamp);
         text_add(&csv, "%s,barrier,%d,%d,%d,0,%ld,%.3f,%.3f,%.3f,%s,%s\n", o.transport, nranks, hier.nodes, hier.max_node_size,
-                 t.iters, t.min_us, t.avg_us, t.max_us, stamp, gap);
+                 t.iters, t.min_us, t.avg_us, t.max_us, stamp, gap_of(&o, &t, gap));
         text_add(&table, "# barrier: %.3f us avg, %.3f min, %.3f max over the ranks (%ld iterations)\n", t.avg_us, t.min_us,
                  t.max_us, t.iters);
     }
@@ -465,7 +538,7 @@ int main(int argc, char **argv) {
             timing t = time_op(&o, cols[c], buf, n);
             utc_now(stamp, sizeof stamp);
             text_add(&csv, "%s,%s,%d,%d,%d,%ld,%ld,%.3f,%.3f,%.3f,%s,%s\n", o.transport, OP_NAME[cols[c]], nranks, hier.nodes,
-                     hier.max_node_size, sizes[s], t.iters, t.min_us, t.avg_us, t.max_us, stamp, gap);
+                     hier.max_node_size, sizes[s], t.iters, t.min_us, t.avg_us, t.max_us, stamp, gap_of(&o, &t, gap));
             text_add(&table, " %.3f %.3f %.3f %ld", t.avg_us, t.min_us, t.max_us, t.iters);
         }
         text_add(&table, "\n");

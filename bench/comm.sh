@@ -3,18 +3,18 @@
 # count of --ranks-list, on this machine or across hosts through a launcher prefix.
 #
 # For each P: one run of bench/comm (allreduce, reduce-bcast, hierarchical, iallreduce and barrier at
-# 4 B .. 4 MB and the trainers' gradient bytes; docs/comm.md), then one per gap of --gaps:
-# the four exchanges of the default MLP's gradient, back to back with that much busy
-# work between two calls (bench/comm --gap-us: how a trainer spaces them; scripts/model.py's
-# spacing factor), each under the benchmark lock /tmp/partrain-bench.lock with its other load
-# measured and shown (bench_run in bench/lib.sh).
+# 4 B .. 4 MB and the trainers' gradient bytes; docs/comm.md), then one per row count of
+# --gap-rows: the four exchanges of the default MLP's gradient, back to back with one
+# training step on that many rows between two calls (bench/comm --gap-rows: how a trainer's
+# ranks space them; scripts/model.py's spacing factor), each under the benchmark lock
+# /tmp/partrain-bench.lock with its other load measured and shown (bench_run in bench/lib.sh).
 # Writes: the rows of every P appended to --csv at the end, at once (header
 #   transport,op,ranks,nodes,ranks_per_node,bytes,iterations,min_us,avg_us,max_us,timestamp,gap_us;
 #   an interrupted run leaves the CSV as it was), and the OSU-style tables to --dat (one
 #   gnuplot index per P, in --ranks-list's order, blocks separated by two blank lines).
 #
 # Usage: bench/comm.sh [--ranks-list "2 3 4 5 6 7 8"] [--transport LABEL] [--launcher PREFIX]
-#                      [--gaps "0 200 500 1000 2000 4000"] [--gaps-max-ranks N]
+#                      [--gap-rows "16 32 64 128 256 512"] [--gap-max-ranks N]
 #                      [--csv FILE] [--dat FILE]
 #                      [-- BENCH/COMM ARGS...]
 #   --ranks-list L  rank counts, space-separated (default "2 3 4 5 6 7 8")
@@ -29,11 +29,12 @@
 #                   A prefix without {P} starts its own fixed rank count (e.g. 'scripts/
 #                   localcluster.sh exec ctl srun --mpi=pmix -N 3 --ntasks-per-node=2'): it
 #                   runs once, and --ranks-list may not be given
-#   --gaps L        microseconds of busy work between back-to-back calls, one bench/comm run
-#                   each per P (default "0 200 500 1000 2000 4000"; none: OSU's way only)
-#   --gaps-max-ranks N  the spaced runs only at P <= N (default: this machine's cores; a
-#                   rank spinning through its gap takes a core that an oversubscribed rank
-#                   needs, which no trainer's step does to a rank of its own)
+#   --gap-rows L    rows of the training step between back-to-back calls, one bench/comm run
+#                   each per P (default "16 32 64 128 256 512": the trainers' rows per rank
+#                   at batches 64 and 512 on 1 to 4 ranks; none: OSU's way only)
+#   --gap-max-ranks N  the spaced runs only at P <= N (default: this machine's cores: with
+#                   more ranks than cores the steps between calls time-share the cores,
+#                   outside the model's domain of a core per rank)
 #   --csv FILE      rows appended here (default results/comm.csv; none: no rows)
 #   --dat FILE      the tables (default results/comm-TRANSPORT.dat; none: no file)
 #   -- ARGS         passed to bench/comm (e.g. -- --iters 100 --max-bytes 65536; bench/comm --help)
@@ -47,15 +48,15 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 HEADER=transport,op,ranks,nodes,ranks_per_node,bytes,iterations,min_us,avg_us,max_us,timestamp,gap_us
 ranks_list="2 3 4 5 6 7 8" ranks_given=0 transport=shm launcher='scripts/mpirun.sh {P}' csv=results/comm.csv dat=""
-gaps="0 200 500 1000 2000 4000" gaps_max=$(nproc)
+gaps="16 32 64 128 256 512" gaps_max=$(nproc)
 extra=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --ranks-list) need_value "$@"; ranks_list=$2 ranks_given=1; shift 2 ;;
     --transport)  need_value "$@"; transport=$2; shift 2 ;;
     --launcher)   need_value "$@"; launcher=$2; shift 2 ;;
-    --gaps)       need_value "$@"; gaps=$2; shift 2 ;;
-    --gaps-max-ranks) need_value "$@"; gaps_max=$2; shift 2 ;;
+    --gap-rows)   need_value "$@"; gaps=$2; shift 2 ;;
+    --gap-max-ranks) need_value "$@"; gaps_max=$2; shift 2 ;;
     --csv)        need_value "$@"; csv=$2; shift 2 ;;
     --dat)        need_value "$@"; dat=$2; shift 2 ;;
     --) shift; extra=("$@"); break ;;
@@ -66,8 +67,8 @@ done
 [ -n "$(tr -d ' ' <<<"$ranks_list")" ] || die "--ranks-list: empty"
 for p in $ranks_list; do [[ $p =~ ^[1-9][0-9]*$ ]] || die "--ranks-list: not a positive integer: '$p'"; done
 [ "$gaps" != none ] || gaps=""
-[[ $gaps_max =~ ^[1-9][0-9]*$ ]] || die "--gaps-max-ranks: a positive integer, got '$gaps_max'"
-for g in $gaps; do [[ $g =~ ^[0-9]{1,6}$ ]] || die "--gaps: microseconds 0..999999, space-separated, or none; got '$g'"; done
+[[ $gaps_max =~ ^[1-9][0-9]*$ ]] || die "--gap-max-ranks: a positive integer, got '$gaps_max'"
+for g in $gaps; do [[ $g =~ ^[1-9][0-9]{0,4}$ ]] && [ "$g" -le 65536 ] || die "--gap-rows: rows 1..65536, space-separated, or none; got '$g'"; done
 [[ $transport =~ ^[a-z0-9._-]{1,32}$ ]] || die "--transport: expected a label of a-z 0-9 - _ . (at most 32), got '$transport'"
 [ -n "$dat" ] || dat=results/comm-$transport.dat
 if [[ $launcher != *"{P}"* ]]; then
@@ -98,9 +99,9 @@ for p in $ranks_list; do
   BENCH_TOTAL=$((BENCH_TOTAL + 1)); ! spaced_at "$p" || BENCH_TOTAL=$((BENCH_TOTAL + $(wc -w <<<"$gaps")))
 done
 # the spaced runs: the exchanges of the trainers' steps (no barrier) at the default MLP's
-# gradient, about 300 ms of calls and gaps per op
+# gradient, about 300 ms of calls and steps per op
 spaced=(--ops allreduce,reduce-bcast,hierarchical,iallreduce --max-bytes 0 --model-sides 28 --target-ms 300)
-echo "comm: transport $transport, ranks $ranks_list, gaps ${gaps:-none} us (at P <= $gaps_max), launcher '$launcher'; rows -> $csv, tables -> $dat"
+echo "comm: transport $transport, ranks $ranks_list, steps of ${gaps:-no} rows between calls (at P <= $gaps_max), launcher '$launcher'; rows -> $csv, tables -> $dat"
 k=0
 for p in $ranks_list; do
   k=$((k + 1))
@@ -110,7 +111,7 @@ for p in $ranks_list; do
   bench_run "$label" "${words[@]}" "${args[@]}"
   spaced_at "$p" || continue
   for g in $gaps; do
-    bench_run "$label gap $g" "${words[@]}" bench/comm --transport "$transport" --csv "$rows" "${extra[@]}" "${spaced[@]}" --gap-us "$g"
+    bench_run "$label step $g" "${words[@]}" bench/comm --transport "$transport" --csv "$rows" "${extra[@]}" "${spaced[@]}" --gap-rows "$g"
   done
 done
 if [ "$dat" != none ]; then

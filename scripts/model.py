@@ -312,7 +312,8 @@ def need_file(path, what, how):
 
 def read_comm(path):
     """the rows of results/comm.csv, header checked exactly (today's, or the one before
-    gap_us); gap: None for OSU's way, else the seconds of busy work between two calls"""
+    gap_us); gap: None for OSU's way, else the seconds of computation between two calls
+    (bench/comm --gap-rows: a training step's, measured)"""
     need_file(path, "bench/comm's collective timings", "run bench/comm.sh")
     with open(path, newline="", errors="replace") as f:
         head = f.readline().strip().lstrip("\ufeff")
@@ -654,8 +655,8 @@ def predict(cm, comp, program, sync, transport, ranks, threads, nodes, per_node,
             other=0.0, thread_eff=0.85, hidden=None, comm_scale=1.0):
     """(epoch seconds, comm seconds per epoch) of one configuration. The exchange is the
     fitted OSU-style time times the spacing factor at the step's computation (how the
-    measured links and cores behave when the calls come that far apart, bench/comm
-    --gap-us); comm_scale multiplies it too (validation's same-round variant: bench/comm
+    measured links and cores behave when a training step's computation comes between the
+    calls, bench/comm --gap-rows); comm_scale multiplies it too (validation's same-round variant: bench/comm
     measured beside the run)"""
     share = share_of(ranks, threads, cores, other)
     full, rem = steps_of(train_n, batch)
@@ -1007,8 +1008,8 @@ def fit_lines(cm, comp):
                        f"{size_range(f, i):>10}  " + ", ".join(f"{k} {v}" for k, v in sorted(algos.items())))
     if cm.spacing_points:
         out.append("")
-        out.append("spacing factor (back to back with G us of busy work between calls / OSU's way, same size; "
-                   "bench/comm --gap-us):")
+        out.append("spacing factor (back to back with a training step between calls, its measured us / OSU's way, "
+                   "same size; bench/comm --gap-rows):")
         out.extend(spacing_lines(cm))
     if comp:
         out.append("")

@@ -24,13 +24,13 @@ GRAD=$((4 * 235152))
 
 # csv_check CSV RANKS NODES ROWS [GAP]: the header, the row count, ranks/nodes on every row,
 # positive times with min <= avg <= max, iterations 20 (barrier too), gap_us GAP (empty:
-# OSU's way)
+# OSU's way; "measured": a positive number of microseconds on every row)
 csv_check() {
   local csv=$1 p=$2 n=$3 rows=$4 gap=${5:-} bad
   check "CSV header is comm.csv's" "$(head -n 1 "$csv")" [ "$(head -n 1 "$csv")" = "$HEADER" ]
   check "CSV has $rows rows (4 ops x 10 sizes + barrier)" "$(csv_rows "$csv") rows" [ "$(csv_rows "$csv")" = "$rows" ]
   bad=$(awk -F, -v p="$p" -v n="$n" -v g="$gap" 'NR > 1 && !(NF == 12 && $3 == p && $4 == n && $7 == 20 && $8 > 0 && $8 <= $9 && $9 <= $10 &&
-          ($2 == "barrier") == ($6 == 0) && $11 ~ /^20[0-9][0-9]-[01][0-9]-[0-3][0-9]T[0-9:]+Z$/ && $12 == g)' "$csv" | head -n 2)
+          ($2 == "barrier") == ($6 == 0) && $11 ~ /^20[0-9][0-9]-[01][0-9]-[0-3][0-9]T[0-9:]+Z$/ && (g == "measured" ? $12 ~ /^[0-9]+$/ && $12 > 0 : $12 == g))' "$csv" | head -n 2)
   check "every row: ranks $p, nodes $n, 20 iterations, 0 < min <= avg <= max, a UTC timestamp, gap_us '$gap'" "bad rows: $bad" [ -z "$bad" ]
 }
 
@@ -44,18 +44,22 @@ timeout $LIMIT $RUN 2 bench/comm "${QUICK[@]}" --back-to-back --transport shm --
 check "bench/comm --back-to-back: exit 0, every sum verified" "exit $rc: $(tail -n 3 "$TMP/out-b")" \
   grep -q "^comm: shm | 2 ranks .* | 10 sizes x 4 ops + barrier | .* | every sum verified" "$TMP/out-b"
 csv_check "$TMP/b.csv" 2 1 41 0
-# spaced as a trainer's steps: 5 ms of busy work between calls, only the calls timed (so
-# the run lasts at least 20 x 5 ms per op), gap_us 5000; --max-bytes 0: only the gradient
-timeout $LIMIT $RUN 2 bench/comm --model-sides 28 --iters 20 --warmup 1 --max-bytes 0 --gap-us 5000 --transport shm \
+# spaced as a trainer's ranks space them: one training step on 512 rows between calls,
+# only the calls timed, gap_us the step's measured time; --max-bytes 0: only the gradient
+timeout $LIMIT $RUN 2 bench/comm --model-sides 28 --iters 20 --warmup 1 --max-bytes 0 --gap-rows 512 --transport shm \
   --csv "$TMP/g.csv" --dat "$TMP/g.dat" >"$TMP/out-g" 2>&1; rc=$?
-check "bench/comm --gap-us 5000 --max-bytes 0: exit 0, every sum verified, the gradient alone" "exit $rc: $(tail -n 3 "$TMP/out-g")" \
+check "bench/comm --gap-rows 512 --max-bytes 0: exit 0, every sum verified, the gradient alone" "exit $rc: $(tail -n 3 "$TMP/out-g")" \
   grep -q "^comm: shm | 2 ranks .* | 1 sizes x 4 ops + barrier | .* | every sum verified" "$TMP/out-g"
-csv_check "$TMP/g.csv" 2 1 5 5000
+csv_check "$TMP/g.csv" 2 1 5 measured
+gap=$(awk -F, 'NR > 1 { s += $12; n++ } END { printf "%d", s / n }' "$TMP/g.csv")
+# a step on 512 rows is about 3 x 512 x 235k multiply-adds: well over 100 us on any core
+check "--gap-rows: gap_us is the step's measured time (> 100 us)" "gap_us: $(cut -d, -f12 "$TMP/g.csv" | tr '\n' ' ')" \
+  [ "$gap" -gt 100 ]
 secs=$(sed -n 's/^comm: .* | \([0-9.]*\) s | every sum.*/\1/p' "$TMP/out-g")
-check "--gap-us: the busy gaps were spent (5 ops x 20 x 5 ms = 0.5 s in all)" "took '$secs' s" \
-  awk -v s="$secs" 'BEGIN { exit !(s + 0 >= 0.45) }'
-check "--gap-us: the table says how the calls were spaced" "$(grep '^# calls' "$TMP/g.dat")" \
-  grep -q "^# calls back to back, 5000 us of busy work between two calls" "$TMP/g.dat"
+check "--gap-rows: the steps were computed (5 ops x 20 steps of gap_us at least)" "took '$secs' s, gap_us $gap" \
+  awk -v s="$secs" -v g="$gap" 'BEGIN { exit !(s + 0.05 >= 100 * g * 1e-6 * 0.9) }'
+check "--gap-rows: the table says how the calls were spaced" "$(grep '^# calls' "$TMP/g.dat")" \
+  grep -q "^# calls back to back, one training step on 512 rows between two calls" "$TMP/g.dat"
 check "the default net's gradient ($GRAD bytes) is measured, by every op" "$(grep -c ",$GRAD," "$TMP/c.csv") rows" \
   [ "$(grep -c "^shm,[a-z-]*,2,1,2,$GRAD," "$TMP/c.csv")" = 4 ]
 check "the sizes are 4, 8, .. 1024 and the gradient" "$(cut -d, -f6 "$TMP/c.csv" | sort -un | tr '\n' ' ')" \
@@ -95,7 +99,7 @@ expect_error "bench/comm: --min-bytes above --max-bytes" "larger than --max-byte
 expect_error "bench/comm: bad --transport label" "--transport" bench/comm --transport 'a,b'
 expect_error "bench/comm: bad --model-sides" "--model-sides" bench/comm --model-sides 28,
 expect_error "bench/comm: --iters 0" "--iters" bench/comm --iters 0
-expect_error "bench/comm: --gap-us negative" "--gap-us" bench/comm --gap-us -5
+expect_error "bench/comm: --gap-rows 0" "--gap-rows" bench/comm --gap-rows 0
 expect_error "bench/comm: --max-bytes 0 with no model sides" "no size" bench/comm --max-bytes 0 --model-sides none
 expect_error "bench/comm: bad PARTRAIN_RANKS_PER_NODE" "PARTRAIN_RANKS_PER_NODE" --label comm \
   env PARTRAIN_RANKS_PER_NODE=x $RUN 2 bench/comm "${QUICK[@]}"
@@ -107,23 +111,23 @@ check "... and left as it was" "$(cat "$TMP/other.csv")" [ "$(cat "$TMP/other.cs
 # ---- bench/comm.sh: two rank counts, rows appended once, one table per P (a private
 # benchmark lock: this checks outputs, not timings, so it must not wait for another job's
 # benchmark holding /tmp/partrain-bench.lock)
-out=$(PARTRAIN_BENCH_LOCK=$TMP/bench.lock timeout $LIMIT bench/comm.sh --ranks-list "2 3" --transport shm --gaps "0 100" --gaps-max-ranks 2 \
+out=$(PARTRAIN_BENCH_LOCK=$TMP/bench.lock timeout $LIMIT bench/comm.sh --ranks-list "2 3" --transport shm --gap-rows "8 16" --gap-max-ranks 2 \
   --csv "$TMP/s.csv" --dat "$TMP/s.dat" -- --max-bytes 64 --model-sides none --iters 5 --warmup 0 2>&1); rc=$?
-check "bench/comm.sh --ranks-list '2 3' --gaps '0 100' --gaps-max-ranks 2: exit 0" "exit $rc: $(tail -n 3 <<<"$out")" [ $rc = 0 ]
-check "bench/comm.sh: the rows of both runs (2 x (4 ops x 5 sizes + barrier) OSU's way; at P = 2 alone 2 gaps x 4 ops at the gradient)" \
+check "bench/comm.sh --ranks-list '2 3' --gap-rows '8 16' --gap-max-ranks 2: exit 0" "exit $rc: $(tail -n 3 <<<"$out")" [ $rc = 0 ]
+check "bench/comm.sh: the rows of both runs (2 x (4 ops x 5 sizes + barrier) OSU's way; at P = 2 alone 2 steps x 4 ops at the gradient)" \
   "$(csv_rows "$TMP/s.csv") rows" \
   [ "$(csv_rows "$TMP/s.csv")" = 50 -a "$(cut -d, -f3 "$TMP/s.csv" | sort -u | tr '\n' ' ')" = "2 3 ranks " ]
-check "bench/comm.sh --gaps: P = 2's gradient at gap 0 and 100, each op once; none at P = 3 (above --gaps-max-ranks)" \
-  "$(awk -F, 'NR > 1 && $12 != "" { print $3, $2, $6, $12 }' "$TMP/s.csv" | sort | uniq -c | awk '$1 != 1' | head -n 3)" \
-  [ "$(awk -F, -v g=$GRAD 'NR > 1 && $12 != "" && $6 == g && $3 == 2 && $2 != "barrier" { print $3, $2, $12 }' "$TMP/s.csv" | sort -u | wc -l)" = 8 -a \
+check "bench/comm.sh --gap-rows: P = 2's gradient after steps of 8 and 16 rows, each op twice; none at P = 3 (above --gap-max-ranks)" \
+  "$(awk -F, 'NR > 1 && $12 != "" { print $3, $2, $6 }' "$TMP/s.csv" | sort | uniq -c)" \
+  [ "$(awk -F, -v g=$GRAD 'NR > 1 && $12 != "" && $6 == g && $3 == 2 && $2 != "barrier" { print $2 }' "$TMP/s.csv" | sort | uniq -c | awk '$1 == 2' | wc -l)" = 4 -a \
     "$(awk -F, 'NR > 1 && $12 != ""' "$TMP/s.csv" | wc -l)" = 8 ]
 blocks=$(awk 'BEGIN { b = 1 } /^$/ { e++; next } { if (e >= 2) b++; e = 0 } END { print b }' "$TMP/s.dat")
 check "bench/comm.sh --dat: one block per P, gnuplot indices 0 and 1" "$blocks blocks: $(grep -c '^# bench/comm' "$TMP/s.dat") headers" \
   [ "$blocks" = 2 -a "$(grep -c '^# bench/comm: transport shm, [23] ranks' "$TMP/s.dat")" = 2 ]
 # (--csv before `--`: expect_error would append its own after the arguments)
 expect_error "bench/comm.sh: bad --ranks-list" "--ranks-list" bench/comm.sh --csv "$TMP/err.csv" --ranks-list "2 x"
-expect_error "bench/comm.sh: bad --gaps" "--gaps" bench/comm.sh --csv "$TMP/err.csv" --gaps "0 1.5"
-expect_error "bench/comm.sh: bad --gaps-max-ranks" "--gaps-max-ranks" bench/comm.sh --csv "$TMP/err.csv" --gaps-max-ranks 0
+expect_error "bench/comm.sh: bad --gap-rows" "--gap-rows" bench/comm.sh --csv "$TMP/err.csv" --gap-rows "0 16"
+expect_error "bench/comm.sh: bad --gap-max-ranks" "--gap-max-ranks" bench/comm.sh --csv "$TMP/err.csv" --gap-max-ranks 0
 expect_error "bench/comm.sh: --ranks-list with a fixed launcher" "{P}" bench/comm.sh --csv "$TMP/err.csv" --launcher "$RUN 2" --ranks-list 2
 expect_error "bench/comm.sh: bench/comm's own flags checked first" "--iters" bench/comm.sh --csv "$TMP/err.csv" -- --iters 0
 expect_error "bench/comm.sh: a CSV of another schema" "not bench/comm's" bench/comm.sh --csv "$TMP/other.csv"

@@ -82,20 +82,20 @@ def fits(d, cm):
 def spacing(d, cm):
     rows = M.spacing_rows(cm)
     if not rows:
-        d.para("No back-to-back rows (bench/comm --gap-us; bench/comm.sh --gaps): every exchange is costed as "
+        d.para("No back-to-back rows (bench/comm --gap-rows; bench/comm.sh --gap-rows): every exchange is costed as "
                "measured OSU's way.")
         return
-    gaps = sorted({g for *_, pts in rows for g, _ in pts})
-    body = [[tr, op, str(p), str(n), f"{m:,}"] + [next((f"{k:.2f}" for g2, k in pts if g2 == g), "–") for g in gaps]
+    body = [[tr, op, str(p), str(n), f"{m:,}", ", ".join(f"{g:,.0f} µs: {k:.2f}" for g, k in pts)]
             for tr, op, p, n, m, pts in rows]
-    d.table(["transport", "op", "P", "nodes", "bytes"] + [f"{g:g} µs" for g in gaps], body)
-    d.para("Spacing factor: an exchange's time when the calls follow each other with G µs of busy work between "
-           "them (as a trainer's step computes between its exchanges; `bench/comm --gap-us G`) over its time OSU's "
-           "way (the ranks meet before every call), at the same size, measured one after the other. The model "
-           "multiplies the fitted exchange by this factor at the step's predicted computation (interpolated "
-           "linearly, constant beyond the measured gaps). Over shaped TCP links calls that come close together "
-           "queue behind each other's traffic, and after a pause they start with a full token bucket (NOTES 38). "
-           "The projection has no such rows for its links and uses factor 1.")
+    d.table(["transport", "op", "P", "nodes", "bytes", "factor after a step of (its measured time)"], body)
+    d.para("Spacing factor: an exchange's time when the calls follow each other with one training step's "
+           "computation between them (the MLP's forward and backward products on R rows, R = 16 … 512 in "
+           "`bench/comm.sh`: `bench/comm --gap-rows R`) over its time OSU's way (the ranks meet before every "
+           "call), at the same size, measured one after the other. The model multiplies the fitted exchange by "
+           "this factor at the step's predicted computation (interpolated linearly in the step's time, constant "
+           "beyond the measured ones). Over the shaped TCP links of the simulated cluster, whose kernel work "
+           "shares the ranks' 2 cores, what the cores do between the calls changes an exchange's time by up to 2× "
+           "(NOTES 38, 40). The projection has no such rows for its links and uses factor 1.")
 
 
 def sizes(f, k):
