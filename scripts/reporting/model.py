@@ -71,8 +71,11 @@ def fits(d, cm):
            "used only where a transport has no others"
            + (f": {', '.join(f'{a} {b}' for a, b in cm.shared)}" if cm.shared else "") + "), minimising the relative "
            "residuals; where one line leaves large residuals because the library changes protocol with the message "
-           f"size (eager to rendezvous), two are fitted, below and from a split size chosen from the data (when they "
-           f"cut the squared residuals by {1 - M.SPLIT_GAIN:.0%} or more); the gradients use the large-message line. "
+           f"size (eager to rendezvous) or a shaped link its behaviour (a token bucket's burst, then its rate), up to "
+           f"{M.MAX_REGIMES} are fitted over consecutive ranges of sizes split greedily where the data say (each split "
+           f"cutting the squared residuals by {1 - M.SPLIT_GAIN:.0%} or more); a line above the smallest range holds "
+           "only over its own sizes, so its α may be negative (large messages on a token-bucket link cost "
+           "(m − burst)·β); the gradients use the line of their size. "
            "`allreduce` is fitted as the faster of ring and recursive doubling per row (as the library picks), "
            "`reduce-bcast` as two binomial trees, `barrier` as ⌈log₂P⌉·α, `hierarchical` as the leaders' "
            "allreduce with the node-local part taken from the shm fit.")
@@ -134,9 +137,11 @@ def validate(d, cm, comp, runs):
                      f"{v['comm_err']:+.1%}" if v["comm_err"] is not None else "–",
                      f"{v['k_same']:.2f}" if v.get("k_same") is not None else "–",
                      f"{v['err_same']:+.1%}" if v.get("err_same") is not None else "–",
-                     f"{v['runs']} ({v['disturbed']} disturbed)" if v["disturbed"] else str(v["runs"])])
+                     f"{v['runs']} ({v['disturbed']} disturbed)" if v["disturbed"] else str(v["runs"]),
+                     f"{v['spread']:.0%}" if v.get("spread") is not None else "–"])
     d.table(["configuration", "transport", "predicted epoch", "measured epoch", "error", "predicted comm",
-             "measured comm", "comm error", "exchange beside / fit", "error, same round", "runs"], body)
+             "measured comm", "comm error", "exchange beside / fit", "error, same round", "runs",
+             "runs' spread"], body)
     own = [v for v in val if v["err"] is not None and not v.get("shares_cores")]
     cerrs = [abs(v["comm_err"]) for v in own if v["comm_err"] is not None and v["meas_comm"] and v["meas_comm"] > 0]
     worst = max(own, key=lambda v: abs(v["err"])) if own else None
@@ -147,14 +152,17 @@ def validate(d, cm, comp, runs):
            + (" Configurations marked *shares cores* ran more workers than the machine's cores (every simulated host "
               "shares this machine's): their collectives wait for descheduled ranks, which a cluster does not do and "
               "the model does not predict; they are shown for reference ("
-              + "; ".join(M.validation_summary(val)[-1:]) + ")." if any(v.get("shares_cores") for v in val) else
+              + "; ".join(x for x in M.validation_summary(val) if "share cores" in x) + ")."
+              if any(v.get("shares_cores") for v in val) else
               " Every configuration here had a core per rank × thread.")
            + (f" Comm seconds of the domain's configurations (inside MPI calls, mean over ranks, waiting for slower "
               f"ranks included): max |error| {max(cerrs):.0%}." if cerrs else "")
            + (" For `mpi shm` the predicted comm is all the node loses to the ideal split of the batch (openmp's "
               "thread efficiency: slice sums, cache traffic, barriers), the measured one only its barriers and window "
               "syncs: those two columns measure different things." if any(v["variant"] == "shm" for v in val) else "")
-           + " Errors are predicted/measured − 1; medians over the runs of each configuration."
+           + " Errors are predicted/measured − 1; medians over the runs of each configuration; *runs' spread* is "
+           "the slowest run's epoch over the fastest's − 1, how far the measurement disagrees with itself."
+           + "".join(f" {x[0].upper()}{x[1:]}." for x in M.validation_summary(val) if x.startswith("outside 20 %"))
            + same_round_sentence(own))
 
 
