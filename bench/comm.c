@@ -318,6 +318,11 @@ static int step_init(step_work *s, const train_options *net, int side, int rows)
     return s->grad && s->delta ? 0 : -1;
 }
 
+static void step_free(step_work *s) {
+    for (int l = 0; l <= s->layers; l++) { free(s->act[l]); free(s->w[l]); free(s->wt[l]); }
+    free(s->grad); free(s->delta);
+}
+
 static void step_run(step_work *s) {
     int R = s->rows;
     for (int l = 1; l <= s->layers; l++)
@@ -570,6 +575,7 @@ int main(int argc, char **argv) {
         if (status) fprintf(stderr, PROGRAM ": %s\n", err);
     }
     hier_free(&hier);
+    if (o.gap_rows) step_free(&gap_step);
     free(buf); free(table.s); free(csv.s);
     return status;
 }
