@@ -48,15 +48,15 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 HEADER=transport,op,ranks,nodes,ranks_per_node,bytes,iterations,min_us,avg_us,max_us,timestamp,gap_us
 ranks_list="2 3 4 5 6 7 8" ranks_given=0 transport=shm launcher='scripts/mpirun.sh {P}' csv=results/comm.csv dat=""
-gaps="16 32 64 128 256 512" gaps_max=$(nproc)
+gap_rows="16 32 64 128 256 512" gap_max=$(nproc)
 extra=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --ranks-list) need_value "$@"; ranks_list=$2 ranks_given=1; shift 2 ;;
     --transport)  need_value "$@"; transport=$2; shift 2 ;;
     --launcher)   need_value "$@"; launcher=$2; shift 2 ;;
-    --gap-rows)   need_value "$@"; gaps=$2; shift 2 ;;
-    --gap-max-ranks) need_value "$@"; gaps_max=$2; shift 2 ;;
+    --gap-rows)   need_value "$@"; gap_rows=$2; shift 2 ;;
+    --gap-max-ranks) need_value "$@"; gap_max=$2; shift 2 ;;
     --csv)        need_value "$@"; csv=$2; shift 2 ;;
     --dat)        need_value "$@"; dat=$2; shift 2 ;;
     --) shift; extra=("$@"); break ;;
@@ -66,9 +66,9 @@ while [ $# -gt 0 ]; do
 done
 [ -n "$(tr -d ' ' <<<"$ranks_list")" ] || die "--ranks-list: empty"
 for p in $ranks_list; do [[ $p =~ ^[1-9][0-9]*$ ]] || die "--ranks-list: not a positive integer: '$p'"; done
-[ "$gaps" != none ] || gaps=""
-[[ $gaps_max =~ ^[1-9][0-9]*$ ]] || die "--gap-max-ranks: a positive integer, got '$gaps_max'"
-for g in $gaps; do [[ $g =~ ^[1-9][0-9]{0,4}$ ]] && [ "$g" -le 65536 ] || die "--gap-rows: rows 1..65536, space-separated, or none; got '$g'"; done
+[ "$gap_rows" != none ] || gap_rows=""
+[[ $gap_max =~ ^[1-9][0-9]*$ ]] || die "--gap-max-ranks: a positive integer, got '$gap_max'"
+for g in $gap_rows; do [[ $g =~ ^[1-9][0-9]{0,4}$ ]] && [ "$g" -le 65536 ] || die "--gap-rows: rows 1..65536, space-separated, or none; got '$g'"; done
 [[ $transport =~ ^[a-z0-9._-]{1,32}$ ]] || die "--transport: expected a label of a-z 0-9 - _ . (at most 32), got '$transport'"
 [ -n "$dat" ] || dat=results/comm-$transport.dat
 if [[ $launcher != *"{P}"* ]]; then
@@ -93,15 +93,15 @@ bench_tmp
 bench/comm "${extra[@]}" --help >/dev/null 2>"$BENCH_TMP/err" || die "bench/comm ${extra[*]}: $(head -n 1 "$BENCH_TMP/err")"
 
 rows=$BENCH_TMP/rows.csv
-spaced_at() { [ -n "$gaps" ] && { [ "$1" = launcher ] || [ "$1" -le "$gaps_max" ]; }; }
+spaced_at() { [ -n "$gap_rows" ] && { [ "$1" = launcher ] || [ "$1" -le "$gap_max" ]; }; }
 BENCH_TOTAL=0 BENCH_WIDTH=12 BENCH_CUT=200
 for p in $ranks_list; do
-  BENCH_TOTAL=$((BENCH_TOTAL + 1)); ! spaced_at "$p" || BENCH_TOTAL=$((BENCH_TOTAL + $(wc -w <<<"$gaps")))
+  BENCH_TOTAL=$((BENCH_TOTAL + 1)); ! spaced_at "$p" || BENCH_TOTAL=$((BENCH_TOTAL + $(wc -w <<<"$gap_rows")))
 done
 # the spaced runs: the exchanges of the trainers' steps (no barrier) at the default MLP's
 # gradient, about 300 ms of calls and steps per op
 spaced=(--ops allreduce,reduce-bcast,hierarchical,iallreduce --max-bytes 0 --model-sides 28 --target-ms 300)
-echo "comm: transport $transport, ranks $ranks_list, steps of ${gaps:-no} rows between calls (at P <= $gaps_max), launcher '$launcher'; rows -> $csv, tables -> $dat"
+echo "comm: transport $transport, ranks $ranks_list, steps of ${gap_rows:-no} rows between calls (at P <= $gap_max), launcher '$launcher'; rows -> $csv, tables -> $dat"
 k=0
 for p in $ranks_list; do
   k=$((k + 1))
@@ -110,7 +110,7 @@ for p in $ranks_list; do
   label=$([ "$p" = launcher ] && echo "launcher" || echo "P=$p")
   bench_run "$label" "${words[@]}" "${args[@]}"
   spaced_at "$p" || continue
-  for g in $gaps; do
+  for g in $gap_rows; do
     bench_run "$label step $g" "${words[@]}" bench/comm --transport "$transport" --csv "$rows" "${extra[@]}" "${spaced[@]}" --gap-rows "$g"
   done
 done
