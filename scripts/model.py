@@ -448,10 +448,10 @@ class CommModel:
         return f
 
     def spacing(self, op, transport, p, nodes, m, gap):
-        """how much longer (or shorter) OP takes when the calls come GAP seconds of busy
-        work apart, as a trainer's steps space them, than OSU's way: interpolated linearly
-        between the measured gaps (clamped at the ends) of the rows of this transport, op,
-        P and nodes at m bytes (within 1 %); 1 where none were measured"""
+        """how much longer (or shorter) OP takes when a training step of GAP seconds comes
+        between the calls, as in a trainer, than OSU's way: interpolated linearly between
+        the measured steps (constant beyond them) of the rows of this transport, op, P and
+        nodes at m bytes (within 1 %); 1 where none were measured"""
         pts = [(g, k) for (tr, o, pp, nd, mm), gk in self.spacing_points.items()
                if (tr, o, pp, nd) == (transport, op, p, nodes) and abs(mm - m) <= 0.01 * m for g, k in gk]
         return interpolate(sorted(pts), gap) if pts else 1.0
@@ -460,7 +460,7 @@ class CommModel:
         """the bench/comm op of a --sync exchange (hybrid: allreduce or reduce-bcast)"""
         if program == "hybrid":
             return "reduce-bcast" if sync == "reduce-bcast" else "allreduce"
-        return {"overlap": "iallreduce", "shm": "allreduce"}.get(sync, sync)
+        return {"overlap": "iallreduce"}.get(sync, sync)
 
     def sync_time(self, sync, transport, p, nodes, per_node, m):
         """seconds per step of one --sync exchange of m bytes over p ranks (overlap: the
@@ -655,9 +655,9 @@ def predict(cm, comp, program, sync, transport, ranks, threads, nodes, per_node,
             other=0.0, thread_eff=0.85, hidden=None, comm_scale=1.0):
     """(epoch seconds, comm seconds per epoch) of one configuration. The exchange is the
     fitted OSU-style time times the spacing factor at the step's computation (how the
-    measured links and cores behave when a training step's computation comes between the
-    calls, bench/comm --gap-rows); comm_scale multiplies it too (validation's same-round variant: bench/comm
-    measured beside the run)"""
+    measured links and cores behave when a training step comes between the calls,
+    bench/comm --gap-rows); comm_scale multiplies it too (validation's same-round variant:
+    bench/comm measured beside the run)"""
     share = share_of(ranks, threads, cores, other)
     full, rem = steps_of(train_n, batch)
 
@@ -681,9 +681,9 @@ def predict(cm, comp, program, sync, transport, ranks, threads, nodes, per_node,
         t_comp = comp.t_step(per_rank) / (threads * eff) * share
         t_comm = 0.0
         if ranks > 1:
-            t_comm = (cm.sync_time(sync if program == "mpi" else cm.sync_op(sync, program), transport, ranks, nodes,
-                                   per_node, m)
-                      * comm_scale * cm.spacing(cm.sync_op(sync, program), transport, ranks, nodes, m, t_comp))
+            op = cm.sync_op(sync, program)
+            t_comm = (cm.sync_time(sync if program == "mpi" else op, transport, ranks, nodes, per_node, m)
+                      * comm_scale * cm.spacing(op, transport, ranks, nodes, m, t_comp))
         if sync == "overlap":
             h = comp.hidden if hidden is None else hidden
             t_comm -= min(h * t_comm, BACKWARD_SHARE * t_comp)

@@ -149,7 +149,7 @@ with open(os.path.join(d, "same", "comm-beside.csv"), "w", newline="") as f:
     w.writerow(["tcp-10gbit", "allreduce", 2, 2, 1, M, 50, 4e6 * ta, 4e6 * ta, 4e6 * ta, "2026-01-01T01:06:00Z"])
 # spacing (d/spaced/): comm.csv (today's header, gap_us) = the rows above OSU's way, one more
 # at the gradient's size for 2 hosts, and the same exchange back to back with 0, 500 and
-# 2000 us of busy work between calls: 2.0, 1.5 and 1.0 x its OSU time; a run at batch 64
+# 2000 us of a training step between calls: 2.0, 1.5 and 1.0 x its OSU time; a run at batch 64
 # (a rank's step computes t(32) = 1.16 ms: factor 1.5 - 0.5 * 660 / 1500 = 1.28) whose
 # exchange took that factor x the fit, and hybrid's 2 x 4 (its step: 4 threads' t(128))
 os.makedirs(os.path.join(d, "spaced"), exist_ok=True)
