@@ -385,6 +385,6 @@ $(FUZZ_DIR)/fuzz_options: tests/fuzz/fuzz_options.c common/options.c $(COMMON_HD
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) tests/fuzz/fuzz_options.c common/options.c -o $@ $(LDLIBS)
 
-$(FUZZ_DIR)/fuzz_checkpoint: tests/fuzz/fuzz_checkpoint.c common/checkpoint.c common/options.c $(COMMON_HDR) | fuzz-toolchain
+$(FUZZ_DIR)/fuzz_checkpoint: tests/fuzz/fuzz_checkpoint.c common/checkpoint.c common/idx.c common/results.c common/options.c $(COMMON_HDR) | fuzz-toolchain
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_FLAGS) tests/fuzz/fuzz_checkpoint.c common/checkpoint.c common/options.c -o $@ $(LDLIBS)
+	$(FUZZ_CC) $(FUZZ_FLAGS) tests/fuzz/fuzz_checkpoint.c common/checkpoint.c common/idx.c common/results.c common/options.c -o $@ $(LDLIBS)

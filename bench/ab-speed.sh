@@ -20,6 +20,7 @@
 # disturbed: 1 when it exceeded --max-other).
 # Exit status: 0 (a benchmark reports, it does not judge; also on a busy machine), 2 on a
 # usage error, 1 when a build or run fails; each with its reason on stderr.
+export LC_ALL=C   # numbers in awk, printf and sort: a '.' whatever the caller's locale
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh   # die, need_value, bench_run; the ERR trap: a failing command names itself

@@ -56,6 +56,7 @@
 #                run is disturbed (default 0.05), the idle wait before a run when N > 1 (30 s)
 # Exit status: 0 (also on a busy machine); 1 when a run fails; 2 on a usage error or a
 # missing prerequisite; each with its reason on stderr.
+export LC_ALL=C   # numbers in awk, printf and sort: a '.' whatever the caller's locale
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 . bench/lib.sh

@@ -22,6 +22,7 @@
 # Exit status: 0 no target crashed; 1 a target crashed (its reproducer is named) or ended
 # otherwise than by its limit; 2 a usage error, or make fuzz failed (clang or libFuzzer
 # missing: it says which).
+export LC_ALL=C   # numbers in awk, printf and sort: a '.' whatever the caller's locale
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 . bench/lib.sh

@@ -48,6 +48,7 @@
 #                   minutes, NOTES 37)
 #   --tries, --max-other, --idle-wait   as every benchmark (bench/lib.sh)
 # Exit status: 0; 1 when a run fails; 2 on a usage error or a missing prerequisite.
+export LC_ALL=C   # numbers in awk, printf and sort: a '.' whatever the caller's locale
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 . bench/lib.sh

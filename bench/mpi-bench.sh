@@ -57,6 +57,7 @@
 #   --idle-wait S  with --tries > 1: before a run wait up to S seconds (default 30) for 2 s
 #                  with the CPUs >= 97 % idle (once the machine was found busy: one 2 s check)
 # Exit status: 0; 1 when a run fails; 2 on a usage error or a missing prerequisite.
+export LC_ALL=C   # numbers in awk, printf and sort: a '.' whatever the caller's locale
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 . bench/lib.sh

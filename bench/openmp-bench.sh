@@ -62,6 +62,7 @@
 #   --quick        smoke test: --train 6400 --epochs 2 --runs 1 --tries 1
 # Exit status: 0 (also on a busy machine); 1 when a run fails; 2 on a usage error or a
 # missing prerequisite; each with its reason on stderr.
+export LC_ALL=C   # numbers in awk, printf and sort: a '.' whatever the caller's locale
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 . bench/lib.sh

@@ -9,16 +9,23 @@
  * stopped (tests/test_checkpoint.sh kills runs with SIGKILL and compares).
  *
  * File (native byte order, float32 parameters as the trainer holds them, padding included):
- *   "PARTCKPT"  u32 version  u32 config length  config text (key=value ...)  u64 FNV-1a of
- *   the config  u32 epochs done  u32 series  f64 seconds  u64 floats  f32 params[floats]
- *   f64 series[series][epochs done]  u32 CRC-32 of everything before it.
- * Written to FILE.tmp, flushed to disk (fsync) and renamed over FILE: a crash while
- * writing leaves the previous checkpoint whole.
+ *   "PARTCKPT"  u32 version (2)  u32 config length  config text (key=value ...)  u64 FNV-1a
+ *   of the config  u64 hash of the data loaded (dataset_loaded_hash)  u32 epochs done
+ *   u32 series  f64 seconds  u64 floats  f32 params[floats]  f64 series[series][epochs done]
+ *   u32 CRC-32 of everything before it. Version 1 (no data hash) is refused in one line.
+ * Written to a new FILE.tmp.PID.RANDOM beside FILE (O_EXCL, never through a symbolic
+ * link), flushed to disk (fsync) and renamed over FILE: a crash while writing leaves the
+ * previous checkpoint whole, and two runs given one FILE never share a temporary file.
+ * An existing FILE that does not start with "PARTCKPT" (not a checkpoint), or that is
+ * the --csv file under any name (device and inode), is never written: one line, exit 2.
  *
  * The config text names everything the maths depends on (program, variant, ranks,
  * threads, data set and sizes, net, batch, lr, seed, the trainer's own flags), not
  * --epochs: a finished run can be resumed with a larger --epochs and trains on.
- * A file of another configuration, truncated or corrupted, gives one line and exit 2.
+ * A file of another configuration or other data, truncated or corrupted, gives one line
+ * and exit 2. A checkpoint holding all --epochs already resumes to no training and no
+ * new CSV row (one line says so). When every write of a run failed (a full disk, ulimit
+ * -f), one line at exit says that no checkpoint was written; the exit status stays 0.
  */
 #ifndef PARTRAIN_CHECKPOINT_H
 #define PARTRAIN_CHECKPOINT_H
@@ -33,6 +40,7 @@
 
 typedef struct {
     char config[CKPT_CONFIG_LEN];     /* this run's configuration, "key=value key=value ..." */
+    uint64_t data_hash;               /* dataset_loaded_hash() at checkpoint_init */
     int epochs_done;                  /* after checkpoint_load: epochs the resumed run had done */
     double seconds;                   /* training seconds of those epochs */
     float *params;                    /* the trainer's parameter buffer */
@@ -47,9 +55,11 @@ void checkpoint_init(checkpoint *c, const char *program, const char *variant, in
                      const train_options *o, int side, long train_n, long test_n, const char *extra,
                      float *params, long n_floats, double **series, int n_series);
 
-/* Before the work: --checkpoint FILE is not a directory or a device and its directory
- * exists and is writable (FILE.tmp is written there, then renamed); --resume FILE is a
- * readable file; --checkpoint-every comes with --checkpoint. 0, or -1 + one line in err. */
+/* Before the work: --checkpoint FILE is not a directory or a device, not the --csv file,
+ * a checkpoint when it exists, and its directory takes a new file (the temporary file is
+ * written there, then renamed); --resume FILE is a readable file; --checkpoint-every
+ * comes with --checkpoint. Also ignores SIGXFSZ (a write over ulimit -f fails, EFBIG).
+ * 0, or -1 + one line in err. */
 int checkpoint_check_flags(const train_options *o, char *err, size_t errlen);
 
 /* Writes the state after `epochs_done` epochs (seconds: training time so far). 0 or -1 + err;

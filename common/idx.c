@@ -268,6 +268,30 @@ void idx_resample(const float *src, int in_side, float *dst, int out_side) {
     }
 }
 
+/* 64-bit hash of n bytes, 8 at a time (FNV-1a's prime on words, then a final mix):
+ * identifies the data a run trained on, not a defence against forgery */
+static uint64_t hash_bytes(uint64_t h, const void *p, size_t n) {
+    const unsigned char *b = p;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, b + i, 8);
+        h = (h ^ w) * 0x100000001b3ull;
+        h ^= h >> 29;
+    }
+    for (; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    return h ^ (h >> 33);
+}
+
+/* the hashes of the last "train" and "t10k" loads of this process (0: none) */
+static uint64_t loaded_hash[2];
+
+uint64_t dataset_loaded_hash(void) {
+    return hash_bytes(0xcbf29ce484222325ull, loaded_hash, sizeof loaded_hash);
+}
+
 int dataset_load(const char *dir, const char *prefix, long first, long count, int side,
                  dataset *out, char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
@@ -344,6 +368,13 @@ int dataset_load(const char *dir, const char *prefix, long first, long count, in
     out->n = count;
     out->side = side;
     out->features = (int)features;
+    if (!strcmp(prefix, "train") || !strcmp(prefix, "t10k")) {
+        /* what was loaded: the slice, its pixels after resampling, its labels */
+        long where[2] = { first, count };
+        uint64_t h = hash_bytes(0xcbf29ce484222325ull, where, sizeof where);
+        h = hash_bytes(h, out->x, (size_t)count * features * sizeof(float));
+        loaded_hash[prefix[0] == 't' && prefix[1] == '1'] = hash_bytes(h, out->y, (size_t)count);
+    }
     rc = 0;
 done:
     free(raw);

@@ -24,6 +24,7 @@
 #define PARTRAIN_IDX_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #define IDX_PATH_LEN 4352    /* a file name: PATH_MAX and the longest IDX suffix */
 #define IDX_ERR_LEN (IDX_PATH_LEN * 2 + 256)   /* two file names and the reason */
@@ -54,6 +55,12 @@ int dataset_load(const char *dir, const char *prefix, long first, long count,
                  int side, dataset *out, char *err, size_t errlen);
 
 void dataset_free(dataset *d);
+
+/* A 64-bit hash of the data this process loaded last as "train" and "t10k" (the slices,
+ * pixels after resampling, labels; 0 for a split not loaded): --checkpoint records it and
+ * --resume compares it, so changed files or another data set under the same name are
+ * refused. Computed once per dataset_load(). */
+uint64_t dataset_loaded_hash(void);
 
 /* The training and test sets of one run must have one image size (each trainer's input
  * layer has one width): 0, or -1 with one line in err naming both sets. The sides are

@@ -5,7 +5,8 @@
  * "Available" is the smaller of the machine's MemAvailable (/proc/meminfo) and what the
  * process's memory cgroup still allows (v2: memory.max - memory.current; v1:
  * memory.limit_in_bytes - memory.usage_in_bytes): on a Slurm node the job's cgroup is
- * the real limit. PARTRAIN_MEM_AVAILABLE=BYTES (suffix K, M or G allowed) replaces the
+ * the real limit. The process's own limits count too: RLIMIT_AS (ulimit -v) less the
+ * address space in use (VmSize), RLIMIT_DATA less VmData. PARTRAIN_MEM_AVAILABLE=BYTES (suffix K, M or G allowed) replaces the
  * figure, for tests. A trainer adds up what it will allocate (data after resampling,
  * parameters, gradients, activations, per-thread and per-rank buffers) and calls
  * mem_refuse_if_short(): too much is one line with both figures and exit 2.
@@ -16,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 /* the first number in FILE (a single-value cgroup file; "max" reads as no limit: -1) */
 static inline double mem_read_number(const char *path) {
@@ -56,6 +58,35 @@ static inline double mem_cgroup_room(void) {
     return room;
 }
 
+/* "VmSize:" of /proc/self/status in bytes, -1 when not there */
+static inline double mem_status_bytes(const char *key) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return -1;
+    char line[256];
+    double v = -1;
+    size_t klen = strlen(key);
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, key, klen) == 0) v = strtod(line + klen, NULL) * 1024.0;
+    fclose(f);
+    return v;
+}
+
+/* what ulimit -v (RLIMIT_AS) and RLIMIT_DATA still leave this process; -1: no limit */
+static inline double mem_rlimit_room(void) {
+    static const int which[2] = { RLIMIT_AS, RLIMIT_DATA };
+    static const char *const used_key[2] = { "VmSize:", "VmData:" };
+    double room = -1;
+    for (int k = 0; k < 2; k++) {
+        struct rlimit rl;
+        if (getrlimit(which[k], &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) continue;
+        double used = mem_status_bytes(used_key[k]);
+        double r = (double)rl.rlim_cur - (used > 0 ? used : 0);
+        if (r < 0) r = 0;
+        if (room < 0 || r < room) room = r;
+    }
+    return room;
+}
+
 /* bytes this process can still allocate (see the header); -1 when nothing can be read */
 static inline double mem_available_bytes(void) {
     const char *fake = getenv("PARTRAIN_MEM_AVAILABLE");
@@ -86,14 +117,21 @@ static inline const char *mem_human(double bytes, char *buf, size_t len) {
     return buf;
 }
 
-/* 0 when `need` bytes fit; else one line in msg ("needs 21.3 GiB (what), 18.2 GiB
+/* 0 when `need` bytes fit (in the process's own limits, and `share` x need in what the
+ * machine or cgroup has); else one line in msg ("needs 21.3 GiB (what), 18.2 GiB
  * available") and 1. `share` > 1: that many processes of this run share the machine
  * (ranks on one node), each needing `need`. */
 static inline int mem_short(double need, int share, const char *what, char *msg, size_t len) {
+    char a[32], b[32], c[32];
+    double own = mem_rlimit_room();   /* per process: ulimit -v, RLIMIT_DATA */
+    if (own >= 0 && need > own) {
+        snprintf(msg, len, "not enough memory: needs %s (%s), the process's limit (ulimit -v, RLIMIT_AS or "
+                 "RLIMIT_DATA) leaves %s", mem_human(need, a, sizeof a), what, mem_human(own, b, sizeof b));
+        return 1;
+    }
     double avail = mem_available_bytes();
     double total = need * (share > 1 ? share : 1);
     if (avail < 0 || total <= avail) return 0;
-    char a[32], b[32], c[32];
     if (share > 1)
         snprintf(msg, len, "not enough memory: %d processes on this node need %s each (%s: %s), %s available",
                  share, mem_human(need, a, sizeof a), what, mem_human(total, c, sizeof c), mem_human(avail, b, sizeof b));

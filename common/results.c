@@ -181,8 +181,10 @@ out:
 }
 
 int results_check_output(const char *path, const char *what, char *err, size_t errlen) {
-    /* a closed stdout (a trainer piped into head) must not kill the run before its row */
+    /* a closed stdout (a trainer piped into head) must not kill the run before its row,
+     * nor a file size limit (ulimit -f): the write fails (EFBIG) and is undone instead */
     signal(SIGPIPE, SIG_IGN);
+    signal(SIGXFSZ, SIG_IGN);
     if (!path || strcmp(path, "none") == 0) return 0;
     if (!*path) return fail(err, errlen, "%s: empty file name (none writes nothing)", what);
     if (strcmp(path, "/dev/null") == 0) return 0;
@@ -271,9 +273,14 @@ void results_fill(result_row *r, const char *program, const char *variant, int r
     r->n_curve = o->epochs;
 }
 
+static int skip_row;
+
+void results_skip_row(void) { skip_row = 1; }
+
 int results_finish(const result_row *r, const char *csv, const char *who_text, const char *extra, char *err,
                    size_t errlen) {
-    if (results_append(csv, r, err, errlen)) return -1;
+    if (skip_row) csv = "none";
+    else if (results_append(csv, r, err, errlen)) return -1;
     char who[64];
     if (who_text) snprintf(who, sizeof who, "%s", who_text);
     else if (r->ranks > 1 && r->threads > 1) snprintf(who, sizeof who, "%d ranks x %d threads", r->ranks, r->threads);

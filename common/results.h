@@ -93,8 +93,14 @@ int results_append(const char *path, const result_row *r, char *err, size_t errl
  * the header of an existing file, or "--dump-params"): a regular file that can be
  * written, or a new file in a writable directory; "none" and /dev/null need nothing.
  * 0, or -1 with one line in err naming the flag, the file and the problem. Also makes
- * SIGPIPE harmless, so a closed stdout cannot end the run before its row is written. */
+ * SIGPIPE harmless, so a closed stdout cannot end the run before its row is written,
+ * and SIGXFSZ: a row over ulimit -f fails with EFBIG, the file is cut back to its
+ * previous length and the row goes to stderr. */
 int results_check_output(const char *path, const char *what, char *err, size_t errlen);
+
+/* This run writes no CSV row (a resumed checkpoint that had nothing left to train):
+ * results_finish() prints the summary line without appending. */
+void results_skip_row(void);
 
 /* median of n values (copies; n >= 1) */
 double results_median(const double *v, int n);

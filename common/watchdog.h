@@ -17,11 +17,18 @@
  *     or an unbalanced phase, not a hang; nothing happens;
  *   - every rank answered and none made progress for S seconds, twice in a row: a
  *     deadlock (or a step slower than S): one line, MPI_Abort.
- * The addresses: at watchdog_start() (once, after set-up, collective) every rank opens a
- * UDP socket on port 0 and one MPI_Allgather exchanges rank, pid, host name, port, all
- * of the host's IPv4 addresses (getifaddrs: ranks may be on other hosts, or in other
- * network namespaces of one host) and rank 0's random job nonce, which every datagram
- * carries. A rank never heard over UDP (a firewall) is not judged: one note, no abort.
+ * The addresses: at watchdog_start() (once, after set-up, collective) one MPI_Allgather
+ * exchanges every rank's pid, host name and IPv4 addresses (getifaddrs). When every rank
+ * has this rank's addresses (one host, one network namespace) the socket binds 127.0.0.1;
+ * else it binds the address the kernel routes to the first rank elsewhere (the interface
+ * between the nodes, as MPI's own traffic), never 0.0.0.0; a second MPI_Allgather
+ * exchanges the bound address and port. A rank never heard over UDP (a firewall) is not
+ * judged: one note, no abort.
+ * Authentication: rank 0 draws a 128-bit key (getrandom) and MPI_Bcast shares it: it
+ * never crosses the network in clear. Every datagram carries the sender's rank, a counter
+ * that grows with every datagram it sends, and SipHash-2-4 under the key over all of it;
+ * a receiver drops a datagram whose tag is wrong (forged, or another job's) or whose
+ * counter is not above the last one it accepted from that rank (a replay).
  * The thread stops before MPI_Finalize (an atexit handler registered after the trainer's
  * finalize_at_exit runs first) and tells the others it finished.
  *
@@ -56,11 +63,13 @@ static inline void watchdog_beat(void) {}
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -68,26 +77,27 @@ static inline void watchdog_beat(void) {}
 #define WD_MAX_ADDRS 8          /* IPv4 addresses per rank */
 #define WD_GRACE 2.5            /* seconds a roll call waits for the answers */
 #define WD_SENDS 3              /* roll-call datagrams per rank within the grace */
-#define WD_MAGIC 0x70774447u    /* "pwDG" */
+#define WD_MAGIC 0x70774448u    /* "pwDH": the authenticated format */
 enum { WD_HELLO = 1, WD_HELLO_ACK, WD_ROLLCALL, WD_ANSWER, WD_DONE };
 
-typedef struct {                /* one rank, as the MPI_Allgather of watchdog_start() shares it */
-    uint32_t nonce[2];          /* rank 0's is the job's */
+typedef struct {                /* one rank, as the MPI_Allgathers of watchdog_start() share it */
     int32_t pid;
     uint16_t port;              /* network order; 0: this rank has no watchdog socket */
     uint16_t n_addrs;
-    uint32_t addrs[WD_MAX_ADDRS];   /* IPv4, network order */
+    uint32_t addrs[WD_MAX_ADDRS];   /* IPv4, network order: the host's, then the bound one alone */
     char host[64];
 } wd_peer;
 
 typedef struct {                /* a datagram; every field in network order */
-    uint32_t magic, nonce0, nonce1, kind, from, round, epoch, step, idle_ms;
+    uint32_t magic, kind, from, counter_hi, counter_lo, round, epoch, step, idle_ms;
+    uint32_t tag[2];            /* SipHash-2-4 under the job's key of everything before it */
 } wd_msg;
 
 typedef struct {                /* what the watchdog thread knows of another rank */
     int heard, done, answered, mark;
     double idle;
     uint32_t epoch, step;
+    uint64_t counter;           /* the last counter accepted from it */
 } wd_rank_state;
 
 static double wd_timeout __attribute__((unused)) = 60.0;   /* --timeout-step seconds (0: off) */
@@ -95,6 +105,8 @@ static struct {
     int verbose;                /* PARTRAIN_WATCHDOG_VERBOSE=1 (test hook): every verdict on stderr */
     int running, stop, me, n, fd, wake[2];
     pthread_t thread;
+    uint64_t key[2];            /* the job's SipHash key (rank 0's, by MPI_Bcast) */
+    uint64_t sent;              /* this rank's datagram counter */
     wd_peer *peers;
     wd_rank_state *ranks;
     /* the trainer's side: written by its main thread, read by the watchdog (relaxed) */
@@ -132,18 +144,53 @@ static inline double wd_now(void) {
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
+/* SipHash-2-4 (Aumasson and Bernstein) of n bytes under a 128-bit key */
+#define WD_ROTL(x, b) (((x) << (b)) | ((x) >> (64 - (b))))
+#define WD_SIPROUND                                                                      \
+    do {                                                                                 \
+        v0 += v1; v1 = WD_ROTL(v1, 13); v1 ^= v0; v0 = WD_ROTL(v0, 32);                 \
+        v2 += v3; v3 = WD_ROTL(v3, 16); v3 ^= v2;                                        \
+        v0 += v3; v3 = WD_ROTL(v3, 21); v3 ^= v0;                                        \
+        v2 += v1; v1 = WD_ROTL(v1, 17); v1 ^= v2; v2 = WD_ROTL(v2, 32);                 \
+    } while (0)
+static inline uint64_t wd_siphash(const uint64_t key[2], const unsigned char *in, size_t n) {
+    uint64_t v0 = 0x736f6d6570736575ull ^ key[0], v1 = 0x646f72616e646f6dull ^ key[1];
+    uint64_t v2 = 0x6c7967656e657261ull ^ key[0], v3 = 0x7465646279746573ull ^ key[1];
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t m = 0;
+        for (int k = 7; k >= 0; k--) m = (m << 8) | in[i + (size_t)k];   /* little-endian word */
+        v3 ^= m; WD_SIPROUND; WD_SIPROUND; v0 ^= m;
+    }
+    uint64_t last = (uint64_t)(n & 0xff) << 56;
+    for (int k = (int)(n - i) - 1; k >= 0; k--) last |= (uint64_t)in[i + (size_t)k] << (8 * k);
+    v3 ^= last; WD_SIPROUND; WD_SIPROUND; v0 ^= last;
+    v2 ^= 0xff;
+    WD_SIPROUND; WD_SIPROUND; WD_SIPROUND; WD_SIPROUND;
+    return v0 ^ v1 ^ v2 ^ v3;
+}
+
+/* the tag of a datagram: SipHash of every field before it (as sent, network order) */
+static inline void wd_tag(const wd_msg *m, uint32_t tag[2]) {
+    uint64_t h = wd_siphash(wd.key, (const unsigned char *)m, offsetof(wd_msg, tag));
+    tag[0] = htonl((uint32_t)(h >> 32));
+    tag[1] = htonl((uint32_t)h);
+}
+
 static inline void wd_send_to(const struct sockaddr_in *to, uint32_t kind, uint32_t round, double idle) {
     wd_msg m;
     double ms = idle * 1000.0;
+    uint64_t counter = ++wd.sent;   /* only one thread sends at a time (the watchdog's, then stop's) */
     m.magic = htonl(WD_MAGIC);
-    m.nonce0 = htonl(wd.peers[0].nonce[0]);
-    m.nonce1 = htonl(wd.peers[0].nonce[1]);
+    m.counter_hi = htonl((uint32_t)(counter >> 32));
+    m.counter_lo = htonl((uint32_t)counter);
     m.kind = htonl(kind);
     m.from = htonl((uint32_t)wd.me);
     m.round = htonl(round);
     m.epoch = htonl((uint32_t)__atomic_load_n(&wd.epoch, __ATOMIC_RELAXED));
     m.step = htonl((uint32_t)__atomic_load_n(&wd.step, __ATOMIC_RELAXED));
     m.idle_ms = htonl(ms < 0 ? 0u : ms > 4e9 ? 4000000000u : (uint32_t)ms);
+    wd_tag(&m, m.tag);
     /* best effort: an address that does not route just fails */
     (void)!sendto(wd.fd, &m, sizeof m, MSG_DONTWAIT, (const struct sockaddr *)to, sizeof *to);
 }
@@ -289,12 +336,24 @@ static inline void *wd_main(void *arg) {
             socklen_t fromlen = sizeof from;
             ssize_t got = recvfrom(wd.fd, &m, sizeof m, MSG_DONTWAIT, (struct sockaddr *)&from, &fromlen);
             if (got < 0) break;
-            if (got != (ssize_t)sizeof m || ntohl(m.magic) != WD_MAGIC || ntohl(m.nonce0) != wd.peers[0].nonce[0] ||
-                ntohl(m.nonce1) != wd.peers[0].nonce[1] || ntohl(m.from) >= (uint32_t)n || (int)ntohl(m.from) == me)
+            if (got != (ssize_t)sizeof m || ntohl(m.magic) != WD_MAGIC || ntohl(m.from) >= (uint32_t)n ||
+                (int)ntohl(m.from) == me)
                 continue;   /* not this job's */
+            uint32_t tag[2];
+            wd_tag(&m, tag);
+            if (((tag[0] ^ m.tag[0]) | (tag[1] ^ m.tag[1])) != 0) {
+                if (wd.verbose) fprintf(stderr, PROGRAM ": rank %d: watchdog: a datagram with a wrong tag dropped\n", me);
+                continue;   /* forged, or another job's key */
+            }
             int r = (int)ntohl(m.from);
             uint32_t kind = ntohl(m.kind);
             wd_rank_state *s = &wd.ranks[r];
+            uint64_t counter = ((uint64_t)ntohl(m.counter_hi) << 32) | ntohl(m.counter_lo);
+            if (counter <= s->counter) {
+                if (wd.verbose) fprintf(stderr, PROGRAM ": rank %d: watchdog: a replayed datagram dropped\n", me);
+                continue;
+            }
+            s->counter = counter;
             s->heard = 1;
             now = wd_now();
             b = __atomic_load_n(&wd.beat, __ATOMIC_RELAXED);
@@ -332,68 +391,125 @@ static inline void watchdog_stop(void) {
     wd.ranks = NULL;
 }
 
-/* Collective (every rank, after set-up, before the first step): the socket, the
- * MPI_Allgather of the addresses, the thread. Nothing with one rank or --timeout-step 0. */
+/* Whether two ranks have the same IPv4 addresses: one host and one network namespace. */
+static inline int wd_same_addrs(const wd_peer *a, const wd_peer *b) {
+    return a->n_addrs == b->n_addrs && !memcmp(a->addrs, b->addrs, sizeof(uint32_t) * a->n_addrs);
+}
+
+/* The local address the kernel would send from to reach `to` (a UDP connect sends
+ * nothing); 0 when there is no route or it is a loopback address. */
+static inline uint32_t wd_route_from(uint32_t to) {
+    int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (s < 0) return 0;
+    struct sockaddr_in dst, src;
+    memset(&dst, 0, sizeof dst);
+    dst.sin_family = AF_INET;
+    dst.sin_port = htons(9);
+    dst.sin_addr.s_addr = to;
+    socklen_t len = sizeof src;
+    uint32_t found = 0;
+    if (!connect(s, (struct sockaddr *)&dst, sizeof dst) && !getsockname(s, (struct sockaddr *)&src, &len) &&
+        (ntohl(src.sin_addr.s_addr) >> 24) != 127)
+        found = src.sin_addr.s_addr;
+    close(s);
+    return found;
+}
+
+/* Collective (every rank, after set-up, before the first step): the addresses (first
+ * MPI_Allgather), the key (MPI_Bcast from rank 0), the socket bound to loopback or to
+ * the address that reaches the other hosts, the bound addresses and ports (second
+ * MPI_Allgather), the thread. Nothing with one rank or --timeout-step 0. */
 static inline void watchdog_start(void) {
     int me = 0, n = 1;
-    MPI_Comm_rank(MPI_COMM_WORLD, &me);
-    MPI_Comm_size(MPI_COMM_WORLD, &n);
+    if (MPI_Comm_rank(MPI_COMM_WORLD, &me) != MPI_SUCCESS || MPI_Comm_size(MPI_COMM_WORLD, &n) != MPI_SUCCESS) {
+        fprintf(stderr, PROGRAM ": watchdog: MPI_Comm_rank/size failed\n");
+        wd_abort();
+    }
     if (n < 2 || wd_timeout <= 0 || wd.running) return;
     wd_peer mine;
     memset(&mine, 0, sizeof mine);
     mine.pid = (int32_t)getpid();
     gethostname(mine.host, sizeof mine.host - 1);
-    int fd = open("/dev/urandom", O_RDONLY);
-    if (fd < 0 || read(fd, mine.nonce, sizeof mine.nonce) != (ssize_t)sizeof mine.nonce) {
-        struct timespec t;
-        clock_gettime(CLOCK_REALTIME, &t);
-        mine.nonce[0] = (uint32_t)(t.tv_sec & 0xffffffff) ^ ((uint32_t)getpid() << 12);
-        mine.nonce[1] = (uint32_t)t.tv_nsec;
-    }
-    if (fd >= 0) close(fd);
-    const char *why = NULL;
-    wd.fd = socket(AF_INET, SOCK_DGRAM, 0);
-    struct sockaddr_in any;
-    memset(&any, 0, sizeof any);
-    any.sin_family = AF_INET;
-    any.sin_addr.s_addr = htonl(INADDR_ANY);
-    socklen_t len = sizeof any;
-    if (wd.fd < 0) why = "socket";
-    else if (bind(wd.fd, (struct sockaddr *)&any, sizeof any)) why = "bind";
-    else if (getsockname(wd.fd, (struct sockaddr *)&any, &len)) why = "getsockname";
-    else if (pipe(wd.wake)) why = "pipe";
-    if (!why) {
-        fcntl(wd.fd, F_SETFD, FD_CLOEXEC);
-        fcntl(wd.wake[0], F_SETFD, FD_CLOEXEC);
-        fcntl(wd.wake[1], F_SETFD, FD_CLOEXEC);
-        mine.port = any.sin_port;
-        struct ifaddrs *ifs = NULL;
-        if (!getifaddrs(&ifs)) {
-            for (struct ifaddrs *i = ifs; i && mine.n_addrs < WD_MAX_ADDRS; i = i->ifa_next)
-                if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET)
-                    mine.addrs[mine.n_addrs++] = ((struct sockaddr_in *)(void *)i->ifa_addr)->sin_addr.s_addr;
-            freeifaddrs(ifs);
-        }
-        if (!mine.n_addrs) mine.addrs[mine.n_addrs++] = htonl(INADDR_LOOPBACK);
-    } else {
-        fprintf(stderr, PROGRAM ": rank %d: watchdog off on this rank: %s: %s\n", me, why, strerror(errno));
-        if (wd.fd >= 0) close(wd.fd);
-        wd.fd = -1;
+    struct ifaddrs *ifs = NULL;
+    if (!getifaddrs(&ifs)) {
+        for (struct ifaddrs *i = ifs; i && mine.n_addrs < WD_MAX_ADDRS; i = i->ifa_next)
+            if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET)
+                mine.addrs[mine.n_addrs++] = ((struct sockaddr_in *)(void *)i->ifa_addr)->sin_addr.s_addr;
+        freeifaddrs(ifs);
     }
     wd.peers = (wd_peer *)calloc((size_t)n, sizeof(wd_peer));
     wd.ranks = (wd_rank_state *)calloc((size_t)n, sizeof(wd_rank_state));
     if (!wd.peers || !wd.ranks) { fprintf(stderr, PROGRAM ": rank %d: out of memory\n", me); wd_abort(); }
-    int rc = MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, wd.peers, (int)sizeof mine, MPI_BYTE, MPI_COMM_WORLD);
-    if (rc != MPI_SUCCESS) { fprintf(stderr, PROGRAM ": rank %d: MPI_Allgather failed\n", me); wd_abort(); }
+    /* 1. every rank's addresses */
+    if (MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, wd.peers, (int)sizeof mine, MPI_BYTE, MPI_COMM_WORLD) !=
+        MPI_SUCCESS) {
+        fprintf(stderr, PROGRAM ": rank %d: watchdog: MPI_Allgather failed\n", me);
+        wd_abort();
+    }
+    /* 2. the key: drawn on rank 0, shared through MPI, never sent over UDP */
+    uint64_t shared[3] = { 0, 0, 1 };   /* key, and whether rank 0 has one */
+    if (me == 0 && getrandom(shared, 2 * sizeof(uint64_t), 0) != (ssize_t)(2 * sizeof(uint64_t))) shared[2] = 0;
+    if (MPI_Bcast(shared, 3, MPI_UINT64_T, 0, MPI_COMM_WORLD) != MPI_SUCCESS) {
+        fprintf(stderr, PROGRAM ": rank %d: watchdog: MPI_Bcast failed\n", me);
+        wd_abort();
+    }
+    wd.key[0] = shared[0];
+    wd.key[1] = shared[1];
+    int have_key = shared[2] != 0;
+    memset(shared, 0, sizeof shared);
+    /* 3. the address: loopback when every rank is here, else the one that reaches the others */
+    uint32_t bind_to = htonl(INADDR_LOOPBACK);
+    for (int r = 0; r < n; r++) {
+        if (r == me || wd_same_addrs(&wd.peers[r], &mine)) continue;
+        uint32_t from = 0;
+        for (int a = 0; a < wd.peers[r].n_addrs && a < WD_MAX_ADDRS && !from; a++)
+            if ((ntohl(wd.peers[r].addrs[a]) >> 24) != 127) from = wd_route_from(wd.peers[r].addrs[a]);
+        if (from) { bind_to = from; break; }
+    }
+    const char *why = have_key ? NULL : "no key (getrandom failed on rank 0)";
+    struct sockaddr_in addr;
+    memset(&addr, 0, sizeof addr);
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = bind_to;
+    socklen_t len = sizeof addr;
+    wd.fd = -1;
+    wd.wake[0] = wd.wake[1] = -1;
+    if (!why && (wd.fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0)) < 0) why = "socket";
+    else if (!why && bind(wd.fd, (struct sockaddr *)&addr, sizeof addr)) why = "bind";
+    else if (!why && getsockname(wd.fd, (struct sockaddr *)&addr, &len)) why = "getsockname";
+    else if (!why && pipe(wd.wake)) why = "pipe";
+    if (!why) { fcntl(wd.wake[0], F_SETFD, FD_CLOEXEC); fcntl(wd.wake[1], F_SETFD, FD_CLOEXEC); }
+    mine.n_addrs = 0;
+    mine.port = 0;
+    if (why) {
+        fprintf(stderr, PROGRAM ": rank %d: watchdog off on this rank: %s: %s\n", me, why, strerror(errno));
+        if (wd.fd >= 0) close(wd.fd);
+        wd.fd = -1;
+    } else {
+        mine.port = addr.sin_port;
+        mine.addrs[mine.n_addrs++] = bind_to;
+    }
+    /* 4. every rank's bound address and port */
+    if (MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, wd.peers, (int)sizeof mine, MPI_BYTE, MPI_COMM_WORLD) !=
+        MPI_SUCCESS) {
+        fprintf(stderr, PROGRAM ": rank %d: watchdog: MPI_Allgather failed\n", me);
+        wd_abort();
+    }
     wd.me = me;
     wd.n = n;
     wd.verbose = getenv("PARTRAIN_WATCHDOG_VERBOSE") && !strcmp(getenv("PARTRAIN_WATCHDOG_VERBOSE"), "1");
     if (why) { free(wd.peers); free(wd.ranks); wd.peers = NULL; wd.ranks = NULL; return; }
+    if (wd.verbose) {   /* test hook: where this rank listens */
+        char ip[INET_ADDRSTRLEN];
+        inet_ntop(AF_INET, &addr.sin_addr, ip, sizeof ip);
+        fprintf(stderr, PROGRAM ": rank %d: watchdog: pid %d listens on %s:%u\n", me, (int)getpid(), ip,
+                (unsigned)ntohs(addr.sin_port));
+    }
     /* the thread takes no signal: Ctrl-C and mpirun's signals go to the trainer as before */
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
-    rc = pthread_create(&wd.thread, NULL, wd_main, NULL);
+    int rc = pthread_create(&wd.thread, NULL, wd_main, NULL);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc) {
         fprintf(stderr, PROGRAM ": rank %d: watchdog off on this rank: pthread_create: %s\n", me, strerror(rc));

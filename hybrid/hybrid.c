@@ -123,6 +123,8 @@ static void parse_options(hybrid_options *o, int argc, char **argv) {
     if (!o->threads) {
         /* OMP_NUM_THREADS as the runtime parsed it, else 1 (ranks usually fill the cores) */
         o->threads = getenv("OMP_NUM_THREADS") ? omp_get_max_threads() : 1;
+        if (o->threads > MAX_THREADS && getenv("OMP_NUM_THREADS"))   /* as --threads: refused, not capped */
+            options_die(PROGRAM, "OMP_NUM_THREADS=%s: at most %d threads", getenv("OMP_NUM_THREADS"), MAX_THREADS);
         if (o->threads > MAX_THREADS) o->threads = MAX_THREADS;
     }
     unmute_stderr(saved);

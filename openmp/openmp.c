@@ -110,6 +110,8 @@ static void parse_options(openmp_options *o, int argc, char **argv) {
     if (!o->threads) {
         /* OMP_NUM_THREADS as the runtime parsed it (first level of a list), else every core */
         o->threads = getenv("OMP_NUM_THREADS") ? omp_get_max_threads() : omp_get_num_procs();
+        if (o->threads > MAX_THREADS && getenv("OMP_NUM_THREADS"))   /* as --threads: refused, not capped */
+            options_die(PROGRAM, "OMP_NUM_THREADS=%s: at most %d threads", getenv("OMP_NUM_THREADS"), MAX_THREADS);
         if (o->threads > MAX_THREADS) o->threads = MAX_THREADS;
     }
 }

@@ -6,7 +6,7 @@
     scripts/checkpoint.py --params FILE   the parameters' SHA-256 alone (two runs that
                                           should end with the same bits print the same)
 
-The layout is common/checkpoint.h's. Exit status 2 for a file that is not a whole
+The layout is common/checkpoint.h's (format version 2). Exit status 2 for a file that is not a whole
 checkpoint (the trainers' --resume says why in more detail).
 """
 import hashlib
@@ -24,11 +24,16 @@ def read(path):
         raise ValueError("truncated")
     version, config_len = struct.unpack_from("<II", data, 8)
     at = 16 + config_len
-    if version != 1 or len(data) < at + 32:
-        raise ValueError(f"format version {version} or truncated")
-    config = data[16:at].decode()
-    _hash, done, n_series, seconds, floats = struct.unpack_from("<QIIdQ", data, at)
-    at += 32
+    if version != 2:
+        raise ValueError(f"checkpoint format version {version}; this script reads version 2"
+                         + (" (an older file, without the data's hash)" if version < 2 else ""))
+    if len(data) < at + 40:
+        raise ValueError("truncated")
+    # the configuration holds the data directory's name as the file system spells it:
+    # any bytes, not necessarily UTF-8
+    config = data[16:at].decode("utf-8", errors="backslashreplace")
+    _hash, data_hash, done, n_series, seconds, floats = struct.unpack_from("<QQIIdQ", data, at)
+    at += 40
     end = at + 4 * floats + 8 * n_series * done
     if len(data) != end + 4:
         raise ValueError(f"{len(data)} bytes, the header promises {end + 4}")
@@ -36,7 +41,7 @@ def read(path):
         raise ValueError("corrupted (checksum mismatch)")
     params = data[at:at + 4 * floats]
     series = [struct.unpack_from(f"<{done}d", data, at + 4 * floats + 8 * done * k) for k in range(n_series)]
-    return dict(config=config, epochs_done=done, seconds=seconds, floats=floats,
+    return dict(config=config, data_hash=data_hash, epochs_done=done, seconds=seconds, floats=floats,
                 params_sha256=hashlib.sha256(params).hexdigest(), series=series)
 
 
@@ -48,13 +53,14 @@ def main(argv):
         return 0 if any(a in ("-h", "--help") for a in argv) else 2
     try:
         c = read(files[0])
-    except (OSError, ValueError, UnicodeDecodeError) as e:
+    except (OSError, ValueError, struct.error) as e:
         print(f"checkpoint.py: {files[0]}: {e}", file=sys.stderr)
         return 2
     if params_only:
         print(c["params_sha256"])
         return 0
     print(f"configuration: {c['config']}")
+    print(f"data hash:     {c['data_hash']:016x}")
     print(f"epochs done:   {c['epochs_done']} ({c['seconds']:.3f} s of training)")
     print(f"parameters:    {c['floats']} floats (padding included), sha256 {c['params_sha256']}")
     if len(c["series"]) >= 2:

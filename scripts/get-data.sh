@@ -25,6 +25,7 @@
 #
 # Messages are prefixed "get-data:"; errors are one line on stderr, exit status 1
 # (2 for a usage error).
+export LC_ALL=C   # numbers in awk, printf and sort: a '.' whatever the caller's locale
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."

@@ -15,6 +15,7 @@
 # Usage: scripts/gpu-bundle.sh [--data DIR]     (DIR: default data, the repository's)
 # Then: the device tool's run with carry ["data"] (docs/cuda.md, "On a lent GPU").
 # Exit status: 0 bundled, 1 a file is missing, corrupt or the total too large, 2 usage.
+export LC_ALL=C   # numbers in awk, printf and sort: a '.' whatever the caller's locale
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 

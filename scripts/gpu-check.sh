@@ -40,6 +40,7 @@
 # puts it in REPORT.md's GPU section), runs.csv (the trainer's own rows) and gpu-check.log.
 # Exit status: 0 every check passed, 1 one failed (FAIL rows), 2 usage, missing
 # prerequisite, data or build error, 3 no usable GPU.
+export LC_ALL=C   # numbers in awk, printf and sort: a '.' whatever the caller's locale
 set -uo pipefail   # no -e: a failing run is a FAIL row, not the end of the script
 cd "$(dirname "$0")/.." || exit 2
 . bench/lib.sh    # load_variants

@@ -15,6 +15,7 @@ Python 3 standard library only.
 """
 
 import csv
+import io
 import functools
 import os
 import re
@@ -88,22 +89,40 @@ class CSVError(Exception):
 def read_csv(path, need=(), errors=None):
     """the rows of a result CSV as dicts (column name -> text), each with '_file' (path)
     and '_line' (line number); columns in NEED must be in the header (CSVError if not).
-    A file with no header gives []."""
+    A file with no header gives []. A row with fewer or more fields than the header (a
+    torn row, a stray '"' that swallowed the lines after it), bytes that are not UTF-8
+    (unless ERRORS says how to decode them) or a line the csv module refuses: CSVError
+    naming the file and the line."""
+    line = 1
     try:
-        with open(path, newline="", errors=errors) as f:
-            reader = csv.DictReader(f)
-            if not reader.fieldnames:
-                return []
-            missing = [c for c in need if c not in reader.fieldnames]
-            if missing:
-                raise CSVError(f"{path}: no column(s) {', '.join(missing)} in the header")
-            rows = []
-            for i, row in enumerate(reader, start=2):
-                row["_file"], row["_line"] = path, i
-                rows.append(row)
-            return rows
+        with open(path, "rb") as f:
+            data = f.read()
+        try:
+            text = data.decode("utf-8", errors or "strict")
+        except UnicodeDecodeError as e:
+            bad_line = data.count(b"\n", 0, e.start) + 1
+            raise CSVError(f"{path}: line {bad_line}: bytes that are not UTF-8 ({data[e.start:e.start + 4]!r})") from e
+        reader = csv.DictReader(io.StringIO(text, newline=""))
+        if not reader.fieldnames:
+            return []
+        missing = [c for c in need if c not in reader.fieldnames]
+        if missing:
+            raise CSVError(f"{path}: no column(s) {', '.join(missing)} in the header")
+        rows = []
+        line = reader.line_num + 1
+        for row in reader:
+            if None in row or None in row.values():
+                n = len(row) - (None in row) + len(row.get(None) or ()) - sum(v is None for v in row.values())
+                raise CSVError(f"{path}: line {line}: {n} fields, the header has {len(reader.fieldnames)}"
+                               " (a torn row, or a stray '\"')")
+            row["_file"], row["_line"] = path, line
+            rows.append(row)
+            line = reader.line_num + 1
+        return rows
     except OSError as e:
         raise CSVError(f"{path}: {e.strerror}") from e
+    except csv.Error as e:
+        raise CSVError(f"{path}: line {line}: {e}") from e
 
 
 def select(rows, **eq):

@@ -39,6 +39,7 @@
 # The scripts run with $PARTRAIN_PYTHON (bench/lib.sh; python3 when that is missing).
 # Exit status: 0; 1 when gnuplot or python3 is missing or a figure failed (the others are
 # still drawn); 2 on a usage error.
+export LC_ALL=C   # numbers in awk, printf and sort: a '.' whatever the caller's locale
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
 

@@ -27,7 +27,10 @@ against `./run_all.sh --list-steps`. Variants are ordered and named as the progr
 Repeated runs of one configuration are summarised by their median and counted. Seed
 report 003's tables are scripts/cnn_tables.py's (DIR/cnn-table{3,4,5}.md, or built from
 the CSVs when only those exist).
-Exit status: 0; 2 on a usage error or when FILE cannot be written.
+Exit status: 0; 2 on a usage error or when FILE cannot be written, and 2 (the report
+written all the same) when an input was left out or a section could not be completed:
+one line each on stderr naming the file and line (a CSV that cannot be read, a row with
+a count or figure that is not finite: train_n=inf), no traceback.
 Python 3 standard library only.
 """
 
@@ -85,14 +88,21 @@ def main(argv):
     inp = Inputs(results, plots, out)
     doc = Doc(inp)
     m = inp.machine   # the cores the sweeps assumed (DIR/machine.json), beside what nproc says now
-    header(doc, machine() + [("sweeps' cores", f"{m['cores']} ({m['cores_from']}), {m['nodes']} node(s), "
-                                              f"up to {m['slots']} ranks (DIR/machine.json; docs/sweeps.md)")])
-    for section in SECTIONS:
+
+    def run_header(d):
+        header(d, machine() + [("sweeps' cores", f"{m['cores']} ({m['cores_from']}), {m['nodes']} node(s), "
+                                                f"up to {m['slots']} ranks (DIR/machine.json; docs/sweeps.md)")])
+    run_header.__name__ = "header"
+    failed = 0
+    for section in (run_header,) + SECTIONS:
         mark = len(doc.lines)
         try:
             section(doc)
-        except Exception as e:    # one broken input must not cost the whole report
-            traceback.print_exc()
+        except Exception as e:    # one broken input must not cost the whole report: one line, go on
+            failed += 1
+            where = traceback.extract_tb(e.__traceback__)[-1]
+            print(f"{PROG}: section {section.__name__} not completed: {type(e).__name__}: {e} "
+                  f"({os.path.basename(where.filename)}:{where.lineno})", file=sys.stderr)
             del doc.lines[mark + 2:]
             doc.para(f"(this section could not be completed: {type(e).__name__}: {e}; see {PROG}'s stderr)")
     text = "\n".join(doc.lines).rstrip("\n") + "\n"
@@ -100,6 +110,10 @@ def main(argv):
     if not write(out, text):
         return 2
     print(f"{PROG}: {out} ({len(text.splitlines())} lines; {len(set(inp.missing_seen))} input(s) missing)")
+    if failed or inp.bad_inputs:
+        print(f"{PROG}: {failed} section(s) incomplete, {inp.bad_inputs} input file(s) or row(s) left out "
+              "(the lines above); the report has the rest", file=sys.stderr)
+        return 2
     return 0
 
 

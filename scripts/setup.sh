@@ -10,12 +10,15 @@
 #                           and Slurm with munge (slurmctld slurmd slurm-client munge, and
 #                           slurm-wlm-basic-plugins for srun --mpi=pmix) for the simulated
 #                           cluster of scripts/localcluster.sh (tests/test_cluster.sh skips
-#                           without them)
+#                           without them), and a German locale (locales, de_DE.UTF-8 in
+#                           /etc/locale.gen, locale-gen) for the locale test of
+#                           tests/test_faults.sh (numbers written with a ',')
 #   scripts/setup.sh run    what `./run_all.sh` needs: the above plus gnuplot and hyperfine
 #
 # As root, missing Debian packages are installed with apt-get (with one `apt-get update`
 # if the first attempt fails). Otherwise the exact apt-get line is printed and the script
 # fails if a required package is missing. Optional packages only produce a note.
+export LC_ALL=C   # numbers in awk, printf and sort: a '.' whatever the caller's locale
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -82,6 +85,22 @@ else
   [ ${#want_fuzzing[@]} -eq 0 ] || echo "setup: optional packages missing (no make fuzz): sudo apt-get install ${want_fuzzing[*]}"
   [ ${#want_cluster[@]} -eq 0 ] ||
     echo "setup: optional packages missing (no simulated Slurm cluster): sudo apt-get install ${want_cluster[*]}"
+fi
+
+# a German locale (LC_NUMERIC writes 0,5): tests/test_faults.sh checks that every script's
+# numbers stay the same under it (optional: the test skips without it)
+if ! locale -a 2>/dev/null | grep -qix 'de_DE.utf-\?8'; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    read -r -a want_locale <<<"$(missing_of locales)"
+    if install "${want_locale[@]}" && [ -f /etc/locale.gen ] && command -v locale-gen >/dev/null 2>&1; then
+      grep -q '^de_DE.UTF-8 UTF-8' /etc/locale.gen || echo 'de_DE.UTF-8 UTF-8' >>/etc/locale.gen
+      locale-gen >/tmp/partrain-locale.log 2>&1 || echo "setup: locale-gen failed; see /tmp/partrain-locale.log (the locale test skips)"
+    else
+      echo "setup: no German locale (package locales); the locale test skips"
+    fi
+  else
+    echo "setup: no German locale (the locale test skips): sudo apt-get install locales; add 'de_DE.UTF-8 UTF-8' to /etc/locale.gen; sudo locale-gen"
+  fi
 fi
 
 # data sets (idempotent; fetches only what is missing)

@@ -12,7 +12,21 @@
 #      --dump-params path; a torn last CSV line is repaired; a trainer piped into head
 #      still writes its row;
 #   4. messages: a flag's name (not its value) in the message, values out of range
-#      called that, the largest seed accepted, a long --data path keeps the reason.
+#      called that, the largest seed accepted, a long --data path keeps the reason;
+#   5. file safety (issue 30): --checkpoint never overwrites a file that is not a
+#      checkpoint, nor the --csv file through ./, .., a symbolic or a hard link; a link
+#      where the old FILE.tmp was is never followed; two runs sharing --checkpoint;
+#   6. limits: ulimit -f on the CSV (nothing torn, the row on stderr) and the checkpoint
+#      (a warning, no temporary file left, "no checkpoint was written"); ulimit -v (the
+#      estimate, exit 2); OMP_NUM_THREADS=1000 refused like --threads 1000;
+#   7. data identity: --resume with changed data refused; a finished checkpoint resumed
+#      twice adds no row;
+#   8. locales: every bench/ and scripts/ shell script that uses awk, printf or sort sets
+#      LC_ALL=C; bench/openmp-bench.sh's CSV under de_DE.UTF-8 has the columns it has
+#      under C;
+#   9. script inputs: summarize.py on non-UTF-8 bytes, a stray '"', a short row;
+#      report.py with train_n=inf; checkpoint.py with a non-UTF-8 data name: one line
+#      naming the file and line, exit 2 (report.py still writes the report), no traceback.
 set -u
 cd "$(dirname "$0")/.." || exit 1
 . tests/lib.sh
@@ -172,4 +186,118 @@ check "--seed 18446744073709551615 (2^64 - 1) is accepted and recorded" "exit $r
 long=$TMP/$(printf 'd%.0s' $(seq 1 200))/$(printf 'e%.0s' $(seq 1 200))/$(printf 'f%.0s' $(seq 1 200))/$(printf 'g%.0s' $(seq 1 200))/$(printf 'h%.0s' $(seq 1 200))
 mkdir -p "$long"
 expect_error "a 1,000-character --data path: the message keeps the reason" "not found" serial/serial --data "$long"
+# ---- 5. file safety of --checkpoint
+S5=(serial/serial --data $DATA --train 300 --test 50 --epochs 2 --quiet)
+mkdir -p "$TMP/fs/res"
+"${S5[@]}" --csv "$TMP/fs/res/runs.csv" >/dev/null 2>&1
+ln -s runs.csv "$TMP/fs/res/sym"; ln "$TMP/fs/res/runs.csv" "$TMP/fs/res/hard"
+before=$(sha256sum <"$TMP/fs/res/runs.csv")
+for alias in "$TMP/fs/res/./runs.csv" "$TMP/fs/res/../res/runs.csv" "$TMP/fs/res/sym" "$TMP/fs/res/hard"; do
+  expect_error "--checkpoint ${alias#$TMP/fs/} names the --csv file: refused" "the same file as --csv" \
+    "${S5[@]}" --csv "$TMP/fs/res/runs.csv" --checkpoint "$alias"
+done
+expect_error "--checkpoint ./x.csv with --csv x.csv, neither existing yet: refused" "the same file as --csv" \
+  "${S5[@]}" --csv "$TMP/fs/res/new.csv" --checkpoint "$TMP/fs/res/../res/new.csv"
+check "the CSV is untouched by those refusals" "changed" [ "$(sha256sum <"$TMP/fs/res/runs.csv")" = "$before" ]
+echo "my notes" >"$TMP/fs/notes.txt"
+expect_error "--checkpoint on a file that is not a checkpoint: refused" "not a partrain checkpoint" \
+  "${S5[@]}" --checkpoint "$TMP/fs/notes.txt"
+check "that file is untouched" "$(head -c 80 "$TMP/fs/notes.txt")" [ "$(cat "$TMP/fs/notes.txt")" = "my notes" ]
+echo keep >"$TMP/fs/victim"; ln -s "$TMP/fs/victim" "$TMP/fs/ck.tmp"
+"${S5[@]}" --csv none --checkpoint "$TMP/fs/ck" >/dev/null 2>"$TMP/fs/err"; rc=$?
+check "a symbolic link at FILE.tmp is never followed (its target kept), the checkpoint written" \
+  "exit $rc, victim '$(cat "$TMP/fs/victim")': $(head -c 200 "$TMP/fs/err")" \
+  eval '[ $rc = 0 ] && [ "$(cat "$TMP/fs/victim")" = keep ] && python3 scripts/checkpoint.py "$TMP/fs/ck" >/dev/null'
+rm -f "$TMP/fs/shared.ck"
+for k in 1 2 3; do "${S5[@]}" --epochs 6 --csv none --checkpoint "$TMP/fs/shared.ck" >/dev/null 2>"$TMP/fs/par$k.err" & done
+wait
+warnings=$(cat "$TMP/fs"/par*.err | grep -c warning)
+left=$(ls "$TMP/fs" | grep -c '^shared.ck.tmp')
+check "three runs sharing --checkpoint: no warning, a whole file, no temporary file left" \
+  "$warnings warnings, $left temporary files: $(cat "$TMP/fs"/par*.err | head -c 200)" \
+  eval '[ $warnings = 0 ] && [ $left = 0 ] && python3 scripts/checkpoint.py "$TMP/fs/shared.ck" >/dev/null'
+
+# ---- 6. limits
+rm -f "$TMP/lim.csv"
+"${S5[@]}" --csv "$TMP/lim.csv" >/dev/null 2>&1; "${S5[@]}" --csv "$TMP/lim.csv" >/dev/null 2>&1
+size=$(stat -c %s "$TMP/lim.csv")
+( ulimit -f 1; exec "${S5[@]}" --csv "$TMP/lim.csv" ) >/dev/null 2>"$TMP/lim.err"; rc=$?
+check "ulimit -f: a CSV append over the limit writes nothing torn, exit 1, the row on stderr" \
+  "exit $rc, $size -> $(stat -c %s "$TMP/lim.csv") bytes: $(head -c 200 "$TMP/lim.err")" \
+  eval '[ $rc = 1 ] && [ "$(stat -c %s "$TMP/lim.csv")" = $size ] && grep -q "^run_id," "$TMP/lim.err" && grep -q "File too large" "$TMP/lim.err"'
+rm -rf "$TMP/limck"; mkdir "$TMP/limck"
+( ulimit -f 100; exec "${S5[@]}" --csv none --checkpoint "$TMP/limck/ck" ) >/dev/null 2>"$TMP/lim.err"; rc=$?
+check "ulimit -f: a checkpoint over the limit is a warning, training goes on, exit 0, nothing left, said at the end" \
+  "exit $rc, files '$(ls "$TMP/limck")': $(head -c 300 "$TMP/lim.err")" \
+  eval '[ $rc = 0 ] && [ -z "$(ls "$TMP/limck")" ] && grep -q "warning: .*File too large" "$TMP/lim.err" && tail -1 "$TMP/lim.err" | grep -q "no checkpoint was written"'
+( ulimit -v 400000; exec serial/serial --data $DATA --train 300 --test 50 --epochs 1 --hidden 8192,8192 --csv "$TMP/err.csv" ) >/dev/null 2>"$TMP/lim.err"; rc=$?
+check "ulimit -v: an 8192x8192 net is refused with the estimate, exit 2, before loading" \
+  "exit $rc: $(head -c 300 "$TMP/lim.err")" \
+  eval '[ $rc = 2 ] && [ "$(wc -l <"$TMP/lim.err")" = 1 ] && grep -q "needs .* the process.s limit (ulimit -v" "$TMP/lim.err"'
+[ -x openmp/openmp ] && OMP_NUM_THREADS=1000 expect_error "openmp: OMP_NUM_THREADS=1000 refused like --threads 1000" \
+  "OMP_NUM_THREADS=1000: at most 256" openmp/openmp --data $DATA --epochs 1
+
+# ---- 7. data identity
+rm -rf "$TMP/di"; mkdir -p "$TMP/di/mnist"; cp -L $DATA/*-ubyte* "$TMP/di/mnist/"
+serial/serial --data "$TMP/di/mnist" --train 300 --test 50 --epochs 2 --quiet --csv none --checkpoint "$TMP/di/ck" >/dev/null 2>&1
+python3 -c 'import sys; p = sys.argv[1]; d = bytearray(open(p, "rb").read()); d[16 + 100] ^= 0x40; open(p, "wb").write(d)' \
+  "$(ls "$TMP/di/mnist"/train-images* | head -1)"
+expect_error "--resume after the training images changed: refused naming the data" "the data differ" \
+  serial/serial --data "$TMP/di/mnist" --train 300 --test 50 --epochs 3 --quiet --resume "$TMP/di/ck"
+"${S5[@]}" --csv "$TMP/di/runs.csv" --checkpoint "$TMP/di/fin" >/dev/null 2>&1
+for k in 1 2; do "${S5[@]}" --csv "$TMP/di/runs.csv" --resume "$TMP/di/fin" --checkpoint "$TMP/di/fin" >/dev/null 2>"$TMP/di/err$k"; done
+check "a finished checkpoint resumed twice with --csv: no new row, said once each time" \
+  "$(csv_rows "$TMP/di/runs.csv") rows: $(head -c 200 "$TMP/di/err2")" \
+  eval '[ "$(csv_rows "$TMP/di/runs.csv")" = 1 ] && grep -q "nothing left to train, no new CSV row" "$TMP/di/err2"'
+
+# ---- 8. locales
+unset_c=""
+for f in bench/*.sh scripts/*.sh; do
+  case $f in bench/lib.sh|bench/comm.sh|bench/cluster-bench.sh|scripts/mpirun.sh|scripts/localcluster.sh) continue ;; esac
+  grep -qE '\b(awk|printf|sort)\b' "$f" && ! grep -q '^export LC_ALL=C' "$f" && unset_c="$unset_c $f"
+done
+check "every bench/ and scripts/ shell script with awk, printf or sort sets LC_ALL=C" "missing in:$unset_c" [ -z "$unset_c" ]
+de=""
+if locale -a 2>/dev/null | grep -qix 'de_DE.utf-\?8'; then de=de_DE.UTF-8
+elif command -v localedef >/dev/null && mkdir -p "$TMP/locale" && localedef -i de_DE -f UTF-8 "$TMP/locale/de_DE.UTF-8" >/dev/null 2>&1; then
+  export LOCPATH=$TMP/locale; de=de_DE.UTF-8
+fi
+if [ -z "$de" ] || [ "$(LC_ALL=$de awk 'BEGIN { printf "%.1f", 0.5 }' 2>/dev/null)" != "0,5" ]; then
+  skip "locales: openmp-bench under de_DE.UTF-8" "no German locale (scripts/setup.sh generates it; localedef failed)"
+elif [ ! -x openmp/openmp ]; then
+  skip "locales: openmp-bench under de_DE.UTF-8" "openmp/openmp not built"
+else
+  for loc in C "$de"; do
+    rm -f "$TMP/loc-$loc.csv"
+    LC_ALL=$loc PARTRAIN_BENCH_LOCK=$TMP/bench.lock timeout $LIMIT bench/openmp-bench.sh --data $DATA --train 300 \
+      --epochs 2 --runs 1 --tries 1 --idle-wait 0 --no-torch --threads 1 --batches 64 --csv "$TMP/loc-$loc.csv" \
+      >"$TMP/loc.out" 2>&1 || echo "exit $?" >>"$TMP/loc-$loc.fail"
+  done
+  shape() { awk -F, '{ print NF }' "$1" | sort | uniq -c | tr -s ' '; }
+  check "locales: bench/openmp-bench.sh's CSV under $de has the header and field counts it has under C" \
+    "C: $(shape "$TMP/loc-C.csv" 2>&1) / $de: $(shape "$TMP/loc-$de.csv" 2>&1) $(cat "$TMP"/loc-*.fail 2>/dev/null)" \
+    eval '[ -s "$TMP/loc-C.csv" ] && [ "$(head -1 "$TMP/loc-C.csv")" = "$(head -1 "$TMP/loc-$de.csv")" ] && [ "$(shape "$TMP/loc-C.csv")" = "$(shape "$TMP/loc-$de.csv")" ] && ! grep -q "[0-9],[0-9][0-9]*,[01]$" "$TMP/loc-$de.csv"'
+  unset LOCPATH
+fi
+
+# ---- 9. script inputs
+good=$TMP/fs/res/runs.csv
+{ cat "$good"; printf '\xff\xfe,serial\n'; } >"$TMP/in-bytes.csv"
+{ cat "$good"; printf 'x,"serial,own-gemm\n'; tail -1 "$good"; } >"$TMP/in-quote.csv"
+{ cat "$good"; printf 'x,serial\n'; } >"$TMP/in-short.csv"
+for kind in bytes quote short; do
+  python3 scripts/summarize.py table "$TMP/in-$kind.csv" >/dev/null 2>"$TMP/in.err"; rc=$?
+  check "summarize.py on a CSV with $kind: one line naming the file and line, exit 2" "exit $rc: $(head -c 300 "$TMP/in.err")" \
+    eval '[ $rc = 2 ] && [ "$(wc -l <"$TMP/in.err")" = 1 ] && grep -q "in-$kind.csv: line [0-9]" "$TMP/in.err"'
+done
+mkdir -p "$TMP/rep"; sed '2s/,300,50,/,inf,50,/' "$good" >"$TMP/rep/runs.csv"
+python3 scripts/report.py --results "$TMP/rep" --out "$TMP/rep/REPORT.md" >/dev/null 2>"$TMP/in.err"; rc=$?
+check "report.py with train_n=inf: the row named and left out, the report written, exit 2, no traceback" \
+  "exit $rc: $(head -c 300 "$TMP/in.err")" \
+  eval '[ $rc = 2 ] && [ -s "$TMP/rep/REPORT.md" ] && grep -q "runs.csv: line 2: train_n=inf" "$TMP/in.err" && ! grep -q Traceback "$TMP/in.err"'
+mkdir -p "$TMP/"$'d\xff'; cp -L $DATA/*-ubyte* "$TMP/"$'d\xff'/
+serial/serial --data "$TMP/"$'d\xff' --train 300 --test 50 --epochs 1 --quiet --csv none --checkpoint "$TMP/nonutf.ck" >/dev/null 2>&1
+python3 scripts/checkpoint.py "$TMP/nonutf.ck" >"$TMP/in.out" 2>"$TMP/in.err"; rc=$?
+check "checkpoint.py: a data directory name that is not UTF-8 is not 'corrupted'" "exit $rc: $(head -c 200 "$TMP/in.err")" \
+  eval '[ $rc = 0 ] && grep -q "^epochs done: *1" "$TMP/in.out"'
 finish

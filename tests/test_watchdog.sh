@@ -11,7 +11,10 @@
 #   - a phase in which one rank keeps working (its test shard 40,000 samples, the other's
 #     one) while the other waits longer than S: the roll call sees progress, no abort;
 #   - steps slower than S on every rank: the "no rank has made progress" verdict, one line;
-#   - bad values: one line, exit 2; --help lists the flag.
+#   - bad values: one line, exit 2; --help lists the flag;
+#   - authentication: forged DONE datagrams from "rank 1" (right port and format, no key)
+#     while rank 1 is stopped are dropped and the watchdog fires; the socket is bound to
+#     127.0.0.1, not 0.0.0.0.
 # Stopped processes are resumed and killed on every exit (trap), never left behind.
 set -u
 cd "$(dirname "$0")/.." || exit 1
@@ -213,5 +216,45 @@ PY
     "exit $RC, $lines lines, csv $([ -e "$TMP/wd.csv" ] && echo written || echo absent): $(grep '^mpi: ' "$TMP/err" | head -c 400)" \
     [ "$RC" = 1 -a "$lines" = 1 -a ! -e "$TMP/wd.csv" -a \
     "$(grep -c '^mpi: no rank has made progress for [0-9]* s, and all 2 answer' "$TMP/err")" = 1 ]
+fi
+# ---- authentication (issue 30): rank 1 SIGSTOPped while a forger that knows the port and
+# the format, not the key, sends DONE "from rank 1" to rank 0 (the old format with a nonce,
+# and the new one with a made-up tag and counters): the datagrams are dropped, the
+# watchdog still fires. The sockets listen on 127.0.0.1 (one host), never 0.0.0.0.
+if [ -x mpi/mpi ]; then
+  name="mpi P=2: forged DONE datagrams from 'rank 1' (no key) while rank 1 is SIGSTOPped"
+  PARTRAIN_WATCHDOG_VERBOSE=1 launch $MPI 2 mpi/mpi "${SMALL[@]}" --epochs 100000 --timeout-step 2
+  if wait_epoch1 && pid=$(rank_pid "$JOB" 1) && port=$(sed -n 's/^mpi: rank 0: watchdog: pid [0-9]* listens on 127\.0\.0\.1:\([0-9]*\)$/\1/p' "$TMP/err") && [ -n "$port" ]; then
+    bound=$(ss -uapn 2>/dev/null | grep -c "pid=$pid,")
+    wild=$(ss -uapn 2>/dev/null | grep "pid=$pid," | grep -c '0\.0\.0\.0:[0-9]')
+    check "mpi P=2: the watchdog's socket is bound to 127.0.0.1, not 0.0.0.0" "$bound sockets, $wild on 0.0.0.0" \
+      [ "$wild" = 0 ]
+    python3 - "$port" <<'PY' &
+import socket, struct, sys, time
+port = int(sys.argv[1])
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+for k in range(150):   # 15 s: the stop below, --timeout-step 2 and the 2.5 s roll call
+    # the new format: magic, DONE (5), from rank 1, a counter, a tag made up
+    s.sendto(struct.pack("!11I", 0x70774448, 5, 1, 0, 1000 + k, 0, 0, 0, 0, k, k), ("127.0.0.1", port))
+    # the old format (magic, nonce, kind, from, ...)
+    s.sendto(struct.pack("!9I", 0x70774447, 1, 2, 5, 1, 0, 0, 0, 0), ("127.0.0.1", port))
+    time.sleep(0.1)
+PY
+    forger=$!
+    # rank 1 stopped once rank 0 has dropped the first forgery (the forger is running)
+    for _ in $(seq 50); do grep -q "wrong tag dropped" "$TMP/err" && break; sleep 0.1; done
+    kill -STOP "$pid"; STOPPED="$pid"
+    finish_job 60
+    wait "$forger" 2>/dev/null
+    dropped=$(grep -c "^mpi: rank 0: watchdog: a datagram with a wrong tag dropped" "$TMP/err")
+    named=$(grep -c "^mpi: rank 1 (host [^,]*, pid $pid) does not answer" "$TMP/err")
+    check "$name: dropped, the watchdog still fires naming rank 1 (exit 1)" \
+      "exit $RC, $dropped dropped: $(grep '^mpi: .*\(does not answer\|progress\)' "$TMP/err" | head -c 300)" \
+      [ "$RC" = 1 -a "$dropped" -gt 0 -a "$named" = 1 ]
+    kill -CONT "$pid" 2>/dev/null; kill -KILL "$pid" 2>/dev/null; STOPPED=""
+  else
+    finish_job 5
+    fail "$name" "no epoch line, rank 1 or port (exit $RC): $(head -c 300 "$TMP/err")"
+  fi
 fi
 finish

@@ -265,6 +265,7 @@ class Inputs:
         self.machine = partrain.sweep_machine(results)
         self.cores, self.nodes, self.slots = self.machine["cores"], self.machine["nodes"], self.machine["slots"]
         self.missing_seen = []
+        self.bad_inputs = 0   # files and rows left out (one line each on stderr): exit 2
         self._csv = {}
         self.skipped_file = os.path.join(results, "skipped.txt")
         self.have_skipped = os.path.isfile(self.skipped_file)
@@ -280,13 +281,38 @@ class Inputs:
             rows = None
             if os.path.isfile(p):
                 try:
-                    rows = [r for r in partrain.read_csv(p, errors="replace") if r.get("program")]
+                    rows = [r for r in partrain.read_csv(p, errors="replace")
+                            if r.get("program") and self.finite_row(p, r)]
                     for r in rows:
                         r["_file"] = name
                 except (partrain.CSVError, csv.Error) as e:
-                    print(f"{PROG}: {p}: {e}", file=sys.stderr)
+                    print(f"{PROG}: {e}" if str(e).startswith(p) else f"{PROG}: {p}: {e}", file=sys.stderr)
+                    self.bad_inputs += 1
             self._csv[name] = rows
         return self._csv[name]
+
+    COUNTS = ("ranks", "threads", "image_size", "train_n", "test_n", "batch", "epochs")
+
+    def finite_row(self, path, r):
+        """False (one line on stderr naming the file, line and cell) for a row whose counts
+        are not whole numbers or whose figures are not finite: inf, 1e999, nan"""
+        for k, v in r.items():
+            if not isinstance(k, str) or k.startswith("_") or v in (None, ""):
+                continue
+            try:
+                f = float(v)
+            except ValueError:
+                if k in self.COUNTS:
+                    break
+                continue
+            if f != f or f in (float("inf"), float("-inf")) or (k in self.COUNTS and (f < 0 or f != int(f))):
+                break
+        else:
+            return True
+        print(f"{PROG}: {path}: line {r.get('_line', '?')}: {k}={v} is not a finite "
+              f"{'count' if k in self.COUNTS else 'number'}; row left out", file=sys.stderr)
+        self.bad_inputs += 1
+        return False
 
     def all_rows(self):
         return [r for p in sorted(glob.glob(os.path.join(self.dir, "*.csv")))
