@@ -154,13 +154,31 @@ CKPT_CONFIG = ("program=serial variant=own-gemm ranks=1 threads=1 data=fashion t
                "image-size=2 hidden=4 activation=relu batch=64 lr=%.17g seed=42 floats=64" % 0.01)
 
 
-def checkpoint(done, config=CKPT_CONFIG, floats=64, series=3, version=1, magic=b"PARTCKPT"):
+M64 = 0xFFFFFFFFFFFFFFFF
+
+
+def data_hash(loaded=(0, 0)):
+    """common/idx.c's dataset_loaded_hash() over the per-split hashes (the harness loads
+    no data: both 0)"""
+    h = 0xcbf29ce484222325
+    for w in loaded:   # hash_bytes(), 8 bytes at a time
+        h = ((h ^ w) * 0x100000001b3) & M64
+        h ^= h >> 29
+    h ^= h >> 33
+    h = (h * 0xff51afd7ed558ccd) & M64
+    return h ^ (h >> 33)
+
+
+def checkpoint(done, config=CKPT_CONFIG, floats=64, series=3, version=2, magic=b"PARTCKPT", dhash=None):
     import zlib
     h = 0xcbf29ce484222325
     for b in config.encode():
-        h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+        h = ((h ^ b) * 0x100000001b3) & M64
     body = magic + struct.pack("<II", version, len(config)) + config.encode()
-    body += struct.pack("<QIIdQ", h, done, series, 1.5 * done, floats)
+    if version >= 2:   # format 2: the loaded data's hash after the configuration's
+        body += struct.pack("<QQIIdQ", h, data_hash() if dhash is None else dhash, done, series, 1.5 * done, floats)
+    else:
+        body += struct.pack("<QIIdQ", h, done, series, 1.5 * done, floats)
     body += struct.pack(f"<{floats}f", *[(i % 7) * 0.125 - 0.25 for i in range(floats)])
     for k in range(series):
         body += struct.pack(f"<{done}d", *[2.0 / (e + 1) + k for e in range(done)])
@@ -179,7 +197,9 @@ def checkpoint_cases():
         "other-config-batch": checkpoint(2, CKPT_CONFIG.replace("batch=64", "batch=32")),
         "other-floats": checkpoint(2, floats=32),
         "other-series": checkpoint(2, series=2),
-        "bad-version": checkpoint(1, version=2),
+        "bad-version": checkpoint(1, version=3),
+        "old-version-1": checkpoint(1, version=1),
+        "other-data": checkpoint(2, dhash=0x0123456789abcdef),
         "bad-magic": checkpoint(1, magic=b"PARTCKPX"),
         "bad-crc": bytes(bad_crc),
         "truncated": valid[:-9],
