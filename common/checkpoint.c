@@ -83,10 +83,10 @@ static int same_file(const char *path, const char *other) {
 }
 
 /* Whether the file at path starts with the checkpoint magic (opened without following a
- * last symbolic link: a link is replaced by the rename, its target never written). */
+ * last symbolic link: a link is not a checkpoint, checkpoint_check_flags() refuses it). */
 static int holds_checkpoint(const char *path) {
     int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return errno == ELOOP;   /* a symbolic link: the rename replaces the link */
+    if (fd < 0) return 0;
     char magic[8];
     int ok = read(fd, magic, 8) == 8 && !memcmp(magic, CKPT_MAGIC, 8);
     close(fd);
@@ -126,6 +126,10 @@ int checkpoint_check_flags(const train_options *o, char *err, size_t errlen) {
     if (strlen(path) + 32 > 4096) return fail(err, errlen, "--checkpoint: the file name is too long");
     if (o->csv && *o->csv && strcmp(o->csv, "none") && same_file(path, o->csv))
         return fail(err, errlen, "--checkpoint %s: the same file as --csv %s", path, o->csv);
+    /* a symbolic link is the user's: the rename would replace it by a file */
+    if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode))
+        return fail(err, errlen, "--checkpoint %s: is a symbolic link; it is not replaced (give the file's own "
+                    "name)", path);
     if (stat(path, &st) == 0) {
         if (S_ISDIR(st.st_mode)) return fail(err, errlen, "--checkpoint %s: is a directory", path);
         if (!S_ISREG(st.st_mode))
@@ -191,7 +195,7 @@ int checkpoint_save(const char *path, const checkpoint *c, int epochs_done, doub
     }
     /* a file put there since the start that is not a checkpoint is not replaced either */
     struct stat st;
-    if (lstat(path, &st) == 0 && S_ISREG(st.st_mode) && !holds_checkpoint(path)) {
+    if (lstat(path, &st) == 0 && !holds_checkpoint(path)) {
         unlink(tmp);
         return fail(err, errlen, "--checkpoint %s: the file is no longer a partrain checkpoint; not replaced", path);
     }

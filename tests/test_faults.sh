@@ -203,6 +203,10 @@ echo "my notes" >"$TMP/fs/notes.txt"
 expect_error "--checkpoint on a file that is not a checkpoint: refused" "not a partrain checkpoint" \
   "${S5[@]}" --checkpoint "$TMP/fs/notes.txt"
 check "that file is untouched" "$(head -c 80 "$TMP/fs/notes.txt")" [ "$(cat "$TMP/fs/notes.txt")" = "my notes" ]
+ln -s "$TMP/fs/ck" "$TMP/fs/latest.ck"
+expect_error "--checkpoint a symbolic link (to a checkpoint-to-be): refused, the link kept" "symbolic link" \
+  "${S5[@]}" --csv none --checkpoint "$TMP/fs/latest.ck"
+check "that link is still a link" "$(ls -l "$TMP/fs/latest.ck" 2>&1)" test -L "$TMP/fs/latest.ck"
 echo keep >"$TMP/fs/victim"; ln -s "$TMP/fs/victim" "$TMP/fs/ck.tmp"
 "${S5[@]}" --csv none --checkpoint "$TMP/fs/ck" >/dev/null 2>"$TMP/fs/err"; rc=$?
 check "a symbolic link at FILE.tmp is never followed (its target kept), the checkpoint written" \
