@@ -25,7 +25,8 @@
  * exchanges the bound address and port. A rank never heard over UDP (a firewall) is not
  * judged: one note, no abort.
  * Authentication: rank 0 draws a 128-bit key (getrandom) and MPI_Bcast shares it: it
- * never crosses the network in clear. Every datagram carries the sender's rank, a counter
+ * travels only inside the job's own MPI traffic (between hosts as clear as MPI's TCP
+ * transport is), never in a watchdog datagram. Every datagram carries the sender's rank, a counter
  * that grows with every datagram it sends, and SipHash-2-4 under the key over all of it;
  * a receiver drops a datagram whose tag is wrong (forged, or another job's) or whose
  * counter is not above the last one it accepted from that rank (a replay).
