@@ -343,7 +343,7 @@ RESULTS ?= results
 PLOTS   ?= $(if $(filter results,$(RESULTS)),plots,$(RESULTS))
 .PHONY: report-md
 report-md:
-	@bash -c '. bench/lib.sh && exec "$$PARTRAIN_PYTHON" scripts/report.py --results "$$1" --plots "$$2" --out "$$1/REPORT.md"' \
+	@bash -c '. scripts/lib.sh && exec "$$PARTRAIN_PYTHON" scripts/report.py --results "$$1" --plots "$$2" --out "$$1/REPORT.md"' \
 	  report-md $(RESULTS) $(PLOTS)
 
 clean:

@@ -22,7 +22,7 @@
 #   --fresh         forget the finished steps (DIR/.done) and redo every step
 #   --with-torch    install python3-torch (apt-get) when running as root and it is missing;
 #                   otherwise print the exact apt-get line and go on without it. Without
-#                   this flag the PyTorch steps run when $PARTRAIN_PYTHON (bench/lib.sh:
+#                   this flag the PyTorch steps run when $PARTRAIN_PYTHON (scripts/lib.sh:
 #                   /usr/bin/python3, Debian's) can import torch and are skipped (with a
 #                   line in skipped.txt) when it cannot
 #   --no-setup      skip the set-up below (packages, data, make all): for tests
@@ -33,7 +33,7 @@
 #                   the --only groups; the plots and report steps always run
 #   --plan          print every step line the run would show, with its lists and its
 #                   estimate, and exit without running or writing anything
-# The sweeps fit the machine (bench/lib.sh derives the lists; docs/sweeps.md): C = the
+# The sweeps fit the machine (scripts/lib.sh derives the lists; docs/sweeps.md): C = the
 # cores of one node (nproc; --cores N or PARTRAIN_CORES; SLURM_CPUS_ON_NODE under Slurm),
 # R = the rank slots (SLURM_NTASKS under Slurm, the slots of --hostfile FILE or
 # PARTRAIN_HOSTFILE, else C). Threads: powers of two below C, C and 2C (e.g. C = 64:
@@ -122,7 +122,7 @@
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")" || exit 2
 
-. bench/lib.sh                    # PARTRAIN_PYTHON (the one place it is chosen), LOCK, variant_table
+. scripts/lib.sh                    # PARTRAIN_PYTHON (the one place it is chosen), LOCK, variant_table
 PY=$PARTRAIN_PYTHON
 ALL_GROUPS=(serial openmp mpi hybrid cuda cnn imagesize model)
 [ -z "${PARTRAIN_TEST_FAKE_STEP:-}" ] || ALL_GROUPS+=(fake)   # a test hook (steps_fake)
@@ -151,7 +151,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ -n "$results" ] || results=$(case $mode in full) echo results ;; *) echo "results/$mode" ;; esac)
-sweep_setup $mode   # C, R, the nodes and the lists (bench/lib.sh); a bad hostfile exits 2 here
+sweep_setup $mode   # C, R, the nodes and the lists (scripts/lib.sh); a bad hostfile exits 2 here
 C=$SWEEP_CORES
 # the options every sweeping bench script gets: the same C and lists as this run
 SWEEP_ARGS=(--cores "$C")

@@ -24,7 +24,7 @@
 # missing: it says which).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-. bench/lib.sh
+. scripts/lib.sh
 
 runs="" seconds="" targets=(options idx checkpoint)
 while [ $# -gt 0 ]; do

@@ -30,7 +30,7 @@
 # About 2-3 minutes on 2 cores.
 cd "$(dirname "$0")/.." || exit 1
 . tests/lib.sh
-. bench/lib.sh    # PARTRAIN_PYTHON
+. scripts/lib.sh    # PARTRAIN_PYTHON
 PY=$PARTRAIN_PYTHON
 RA=./run_all.sh
 export PARTRAIN_TEST_FAKE_STEP=2    # 10 rows in 2 s
@@ -179,7 +179,6 @@ skip "a benchmark on a quiet machine marks no row disturbed" \
 
 # ---- 7. a benchmark that ends with a non-zero status says why, in one line
 for b in bench/*.sh; do
-  [ "$b" != bench/lib.sh ] || continue
   sname=$(basename "$b" .sh) rc=0
   "$b" --bogus >"$TMP/u.out" 2>"$TMP/u.err" || rc=$?
   check "$b --bogus: exit 2, one line '$sname: ...' on stderr" "exit $rc, stderr: $(head -c 300 "$TMP/u.err")" \
