@@ -462,7 +462,7 @@ sweep_grid_bound() {
 # SWEEP_RANKS, SWEEP_GRID, SWEEP_PAIRS (space-separated; options replace them)
 sweep_setup() {
   local mode=${1:-full} cap=() gcap=12 hf=${SWEEP_HOSTFILE:-${PARTRAIN_HOSTFILE:-}} s h
-  SWEEP_CORES=$(machine_cores)
+  SWEEP_CORES=$(machine_cores) || exit 2   # its die: the line is on stderr already
   if [ -n "$SWEEP_CORES_OPT" ]; then SWEEP_SOURCE="--cores"
   elif [ -n "${PARTRAIN_CORES:-}" ]; then SWEEP_SOURCE=PARTRAIN_CORES
   elif [ -n "${SLURM_JOB_ID:-}" ] && [[ ${SLURM_CPUS_ON_NODE:-} =~ ^[1-9][0-9]*$ ]]; then SWEEP_SOURCE=SLURM_CPUS_ON_NODE
