@@ -63,6 +63,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ -z "${PARTRAIN_HOSTFILE:-}" ] || PARTRAIN_HOSTFILE=$(from_caller "$PARTRAIN_HOSTFILE")
+# shellcheck source=/dev/null
 [ -z "${PARTRAIN_EXTRA_STEPS:-}" ] || . "$(from_caller "$PARTRAIN_EXTRA_STEPS")" || die "cannot read PARTRAIN_EXTRA_STEPS"
 [ -n "$results" ] || results=$(case $mode in full) echo results ;; *) echo "results/$mode" ;; esac)
 sweep_setup $mode   # C, R, the nodes and the lists (scripts/lib.sh); a bad hostfile exits 2 here
@@ -192,7 +193,7 @@ group_skip() {
 }
 # DIR/skipped.txt from the per-step files: groups, then the steps in order, then others
 assemble_skipped() {
-  local f id seen=" " out=$results/skipped.txt
+  local f id seen=" " txt=$results/skipped.txt
   {
     for f in "$skipdir"/group-*; do [ -f "$f" ] && cat "$f" && seen+="$(basename "$f") "; done
     for id in "${step_id[@]}"; do [ -f "$skipdir/$id" ] && cat "$skipdir/$id" && seen+="$id "; done
@@ -200,7 +201,7 @@ assemble_skipped() {
       if [ -f "$f" ] && [[ "$seen" != *" $(basename "$f") "* ]]; then cat "$f"; fi
     done
     true
-  } >"$out.tmp" 2>/dev/null && mv -f "$out.tmp" "$out"
+  } >"$txt.tmp" 2>/dev/null && mv -f "$txt.tmp" "$txt"
 }
 
 . scripts/run_all-steps.sh    # the step functions below, the set-up, group_usable

@@ -368,6 +368,7 @@ SWEEP_THREADS="" SWEEP_RANKS="" SWEEP_GRID="" SWEEP_PAIRS=""
 # PARTRAIN_CORES) at most 256 too, and P at most 65536 (scripts/mpirun.sh's); a list point
 # above its bound (2C above 256, 2R above 65536) is left out of the derived lists.
 SWEEP_MAX_THREADS=256 SWEEP_MAX_RANKS=65536
+# shellcheck disable=SC2071  # equal lengths of digits: compared as strings
 sweep_bound() {   # WHAT N MAX WHY: die unless N <= MAX (N: digits, any length)
   [ ${#2} -lt ${#3} ] || { [ ${#2} = ${#3} ] && [[ ! $2 > $3 ]]; } || die "$1: at most $3 ($4), got $2"
 }

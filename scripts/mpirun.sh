@@ -46,8 +46,9 @@ done
 [ $# -ge 2 ] || usage "usage: scripts/mpirun.sh [--bind-to-none] [--hostfile FILE] [--dry-run] P COMMAND [ARGS...]"
 p=$1; shift
 # P at most 65536 (a bound far above any node or test here; scripts/lib.sh's sweeps share it),
-# checked on the digits before any arithmetic
+# checked on the digits before any arithmetic (equal lengths: compared as strings)
 max_ranks=65536
+# shellcheck disable=SC2071
 [[ $p =~ ^[1-9][0-9]*$ ]] && { [ ${#p} -lt ${#max_ranks} ] || { [ ${#p} = ${#max_ranks} ] && [[ ! $p > $max_ranks ]]; }; } ||
   usage "P must be an integer from 1 to $max_ranks, got '$p'"
 read -r -a extra <<<"${MPIRUN_ARGS:-}"
