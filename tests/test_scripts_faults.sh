@@ -13,6 +13,8 @@
 #      its own /dev/shm/partrain-mpi.* directory while it runs, and gone within 5 s after
 #      it ends normally, after SIGKILL of mpirun alone and after SIGKILL of its whole
 #      process group; no partrain-mpi.* directory stays in /dev/shm.
+#   5. A fresh machine: make all runs the set-up, then a second make whose probes see
+#      what it installed (an mpicc that appears only during the set-up builds mpi/mpi).
 cd "$(dirname "$0")/.." || exit 1
 . tests/lib.sh
 ROOT=$PWD
@@ -109,5 +111,27 @@ if command -v mpirun >/dev/null && [ -x mpi/mpi ] && [ -d data/mnist ] && comman
     eval '[ $rc = 0 ] && [ -z "$(comm -13 <(echo "$before") <(echo "$after") | grep partrain-mpi)" ]'
 else
   skip "OpenMPI's leftovers" "mpirun, mpi/mpi, data/mnist or setsid missing (make all; make data)"
+fi
+
+# ---- 5. a fresh machine: make all sets up first, then builds with what the set-up
+# installed. In a copy of the sources, MPICC names a compiler that does not exist when make
+# starts; the set-up (SETUP, here a stand-in for scripts/setup.sh build) creates it, and the
+# second make, which probes MPI afterwards, must build mpi/mpi with it.
+if command -v mpicc >/dev/null; then
+  F=$TMP/fresh
+  mkdir -p "$F/repo/bench" "$F/bin"
+  cp -r Makefile common serial mpi "$F/repo/" && cp bench/comm.c "$F/repo/bench/"
+  mkdir -p "$F/pkg"
+  printf '#!/bin/sh\nexec mpicc "$@"\n' >"$F/pkg/late-mpicc"   # what the "package" installs
+  printf '#!/bin/sh\n# a stand-in for scripts/setup.sh: installs the compiler\ncp "%s/pkg/late-mpicc" "%s/bin/" && chmod +x "%s/bin/late-mpicc"\n' \
+    "$F" "$F" "$F" >"$F/setup.sh"
+  chmod +x "$F/setup.sh"
+  out=$(timeout $((600 * SLOWDOWN)) make -C "$F/repo" --no-print-directory -j2 all SETUP="$F/setup.sh" MPICC="$F/bin/late-mpicc" \
+        NO_OMP=1 NO_CUDA=1 CXX=false MPICXX=false 2>&1); rc=$?
+  check "make all on a fresh machine: the set-up first, then mpi/mpi built with the mpicc it installed" \
+    "exit $rc: $(grep -E '✓|✗' <<<"$out" | head -c 400)" \
+    eval '[ $rc = 0 ] && [ -x "$F/repo/mpi/mpi" ] && grep -q "✓ mpi/mpi" <<<"$out"'
+else
+  skip "make all on a fresh machine" "mpicc missing (apt-get install libopenmpi-dev)"
 fi
 finish
