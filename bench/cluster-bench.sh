@@ -31,7 +31,7 @@
 # Exit status: 0; 1 when a run fails; 2 on a usage error or a missing prerequisite.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-. bench/lib.sh
+. scripts/lib.sh
 
 hosts=$(nproc); [ "$hosts" -ge 2 ] || hosts=2; [ "$hosts" -le 4 ] || hosts=4
 rates="1gbit 10gbit 25gbit" run_rates="10gbit" train="" runs="" dir=results quick=0

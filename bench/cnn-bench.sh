@@ -2,7 +2,7 @@
 # bench/cnn-bench.sh — cnn/cnn (seed report 003's CNN) in the ranks x threads
 # configurations of the machine's C cores against the same CNN in PyTorch, in one invocation.
 #
-# Configurations (the pairs of bench/lib.sh, docs/sweeps.md: 1x1, every P x T = C point,
+# Configurations (the pairs of scripts/lib.sh, docs/sweeps.md: 1x1, every P x T = C point,
 # the squarest P x T = 2C one; on 2 cores 1x1 1x2 2x1 2x2; --grid L replaces them, --cores
 # N sets C), each a separate process group, launched the way the README says:
 #   PxT  scripts/mpirun.sh [--bind-to-none when T > 1] P cnn/cnn --threads T
@@ -19,7 +19,7 @@
 # repeated R times, interleaved, each run under `flock /tmp/partrain-bench.lock` so that
 # no other benchmark overlaps it. Each run appends a CSV row: the trainers' schema plus
 # other_load_cores (the other processes' load during the run, in cores) and disturbed (1
-# when it exceeded --max-other; bench_run in bench/lib.sh, which says once when the machine
+# when it exceeded --max-other; bench_run in scripts/lib.sh, which says once when the machine
 # is busy; a CSV written before these columns gets them, empty on its old rows). The table
 # shows per
 # configuration the median over the R runs of each run's epoch_seconds_median (the
@@ -59,7 +59,7 @@
 export LC_ALL=C   # numbers in awk, printf and sort: a '.' whatever the caller's locale
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-. bench/lib.sh
+. scripts/lib.sh
 
 epochs=3 runs=3 data=data/fashion csv=results/bench-cnn.csv train=0
 while [ $# -gt 0 ]; do

@@ -7,7 +7,7 @@
 # --gap-rows: the four exchanges of the default MLP's gradient, back to back with one
 # training step on that many rows between two calls (bench/comm --gap-rows: how a trainer's
 # ranks space them; scripts/model.py's spacing factor), each under the benchmark lock
-# /tmp/partrain-bench.lock with its other load measured and shown (bench_run in bench/lib.sh).
+# /tmp/partrain-bench.lock with its other load measured and shown (bench_run in scripts/lib.sh).
 # Writes: the rows of every P appended to --csv at the end, at once (header
 #   transport,op,ranks,nodes,ranks_per_node,bytes,iterations,min_us,avg_us,max_us,timestamp,gap_us;
 #   an interrupted run leaves the CSV as it was), and the OSU-style tables to --dat (one
@@ -44,7 +44,7 @@
 # with its reason on stderr.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-. bench/lib.sh
+. scripts/lib.sh
 
 HEADER=transport,op,ranks,nodes,ranks_per_node,bytes,iterations,min_us,avg_us,max_us,timestamp,gap_us
 ranks_list="2 3 4 5 6 7 8" ranks_given=0 transport=shm launcher='scripts/mpirun.sh {P}' csv=results/comm.csv dat=""

@@ -25,7 +25,7 @@
 export LC_ALL=C   # numbers in awk, printf and sort: a '.' whatever the caller's locale
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-. bench/lib.sh
+. scripts/lib.sh
 
 runs="" seconds="" targets=(options idx checkpoint)
 while [ $# -gt 0 ]; do

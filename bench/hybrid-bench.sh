@@ -3,13 +3,13 @@
 #
 # On full Fashion-MNIST (60k) with the default MLP, for each batch (default 64 and 512):
 # serial/serial (pinned to one core with taskset) and hybrid/hybrid with P x T = the
-# pairs of C cores (bench/lib.sh, docs/sweeps.md: 1x1, every P*T = C point, 1xC and Cx1
+# pairs of C cores (scripts/lib.sh, docs/sweeps.md: 1x1, every P*T = C point, 1xC and Cx1
 # among them, and the squarest P*T = 2C one; on 2 cores 1x1 1x2 2x1 2x2) or --grid L
 # (--sync allreduce), launched by scripts/mpirun.sh --bind-to-none. OMP_WAIT_POLICY:
 # unset (the runtime's default) while P*T <= the real cores, passive above; the table and the CSV column
 # omp_wait_policy say which. The set is repeated R times, interleaved, and every run holds
 # /tmp/partrain-bench.lock (flock) so no other benchmark overlaps it (bench_run in
-# bench/lib.sh). Every run gives a row: the trainers' schema plus other_load_cores (the
+# scripts/lib.sh). Every run gives a row: the trainers' schema plus other_load_cores (the
 # other processes' load during the run, in cores) and disturbed (1 when it exceeded
 # --max-other; the machine being busy is said once); the rows of the whole invocation are
 # appended to the CSV at the end, at once (a CSV written before the two columns gets
@@ -34,7 +34,7 @@
 export LC_ALL=C   # numbers in awk, printf and sort: a '.' whatever the caller's locale
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-. bench/lib.sh
+. scripts/lib.sh
 
 runs=3 epochs=4 batches="64 512" csv=results/bench-hybrid.csv data=data/fashion train=0
 while [ $# -gt 0 ]; do

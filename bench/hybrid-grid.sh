@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/hybrid-grid.sh — hybrid/hybrid over a P x T grid fitted to the machine's C cores
 # at a fixed 60k samples (strong scaling), against serial/serial on one core. The grid
-# (bench/lib.sh, docs/sweeps.md): at most 12 points with P*T <= 2C, P and T powers of two
+# (scripts/lib.sh, docs/sweeps.md): at most 12 points with P*T <= 2C, P and T powers of two
 # (or C): 1x1, 1xC, Cx1, the P*T = C points, the squarest P*T = 2C ones (on 2 cores:
 # 1x1 1x2 1x4 2x1 2x2 4x1); --grid L replaces it, --cores N sets C.
 #
@@ -10,7 +10,7 @@
 # scripts/mpirun.sh --bind-to-none (P > cores: --oversubscribe and mpi_yield_when_idle);
 # OMP_WAIT_POLICY=passive when P*T exceeds the cores, else unset (the CSV column
 # omp_wait_policy records it). Every run holds /tmp/partrain-bench.lock (flock) and its
-# other load is measured (bench_run in bench/lib.sh): each row gets, after the trainers'
+# other load is measured (bench_run in scripts/lib.sh): each row gets, after the trainers'
 # schema, other_load_cores (the other processes' load during the run, in cores) and
 # disturbed (1 when it exceeded --max-other; the machine being busy is said once).
 # Writes: CSV rows (--csv, default results/hybrid-grid.csv; all of them at once, at the
@@ -38,7 +38,7 @@
 export LC_ALL=C   # numbers in awk, printf and sort: a '.' whatever the caller's locale
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-. bench/lib.sh
+. scripts/lib.sh
 
 batch=512 epochs=3 train=0 data=data/fashion
 csv=results/hybrid-grid.csv dat=results/hybrid-grid.dat plotdir=plots table=results/hybrid-table4.md

@@ -8,7 +8,7 @@
 # efficiency per batch): the model's inputs; then, what it
 # is checked against, mpi/mpi for every --sync variant mpi/mpi --list-variants names at
 # each rank count and batch, and hybrid/hybrid at each PxT given. Every run goes through bench_run
-# (bench/lib.sh: the benchmark lock, the other load measured, columns other_load_cores,
+# (scripts/lib.sh: the benchmark lock, the other load measured, columns other_load_cores,
 # disturbed) and its row gets four more columns:
 #   transport,nodes,ranks_per_node,physical_cores
 # (--transport; --nodes; ranks / nodes; nproc of this machine, which on the simulated
@@ -46,12 +46,12 @@
 #                   into comm-beside.csv next to --csv: scripts/model.py validate's same-round
 #                   prediction; this machine's cores and links drift between stretches of
 #                   minutes, NOTES 37)
-#   --tries, --max-other, --idle-wait   as every benchmark (bench/lib.sh)
+#   --tries, --max-other, --idle-wait   as every benchmark (scripts/lib.sh)
 # Exit status: 0; 1 when a run fails; 2 on a usage error or a missing prerequisite.
 export LC_ALL=C   # numbers in awk, printf and sort: a '.' whatever the caller's locale
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-. bench/lib.sh
+. scripts/lib.sh
 
 C=$(nproc)
 beside=1 transport=shm nodes=1 launcher="" ranks="1 $C" batches="64 512" hybrid="1x$C ${C}x1" openmp="-"

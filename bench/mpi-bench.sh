@@ -3,14 +3,14 @@
 #
 # On full Fashion-MNIST (60k) with the default MLP, for each batch (default 64 and 512):
 # serial/serial (pinned to one core) and mpi/mpi with P = 1 and P = C ranks (C: the
-# cores, nproc or --cores N; bench/lib.sh, docs/sweeps.md) for each --sync variant
+# cores, nproc or --cores N; scripts/lib.sh, docs/sweeps.md) for each --sync variant
 # mpi/mpi --list-variants names, launched by scripts/mpirun.sh (P <= 2: each rank bound
 # to its own core; P above the real cores: oversubscribed). The whole set is repeated R times, interleaved, so
 # slow drifts of the machine hit every configuration alike, and every run holds
 # /tmp/partrain-bench.lock (flock) so no other benchmark overlaps it. Every run appends a
 # row to the CSV: the trainers' schema plus other_load_cores (the other processes' load
 # during the run, in cores) and disturbed (1 when it exceeded --max-other: bench_run in
-# bench/lib.sh, which also says once when the machine is busy; a CSV written before these
+# scripts/lib.sh, which also says once when the machine is busy; a CSV written before these
 # columns gets them, empty on its old rows); then, per batch, a table of the medians over the R runs of each run's
 # epoch_seconds_median (median of epochs 2..E) and comm_seconds (seconds inside MPI
 # calls per epoch, mean over ranks; for overlap and shm: the communication left exposed,
@@ -60,7 +60,7 @@
 export LC_ALL=C   # numbers in awk, printf and sort: a '.' whatever the caller's locale
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-. bench/lib.sh
+. scripts/lib.sh
 
 runs=3 epochs=5 batches="64 512" csv=results/bench-mpi.csv data=data/fashion train=0
 while [ $# -gt 0 ]; do

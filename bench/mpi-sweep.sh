@@ -15,14 +15,14 @@
 #             -> DIR/mpi-pipeline.csv
 # P above the core count runs oversubscribed (scripts/mpirun.sh adds --oversubscribe
 # --mca mpi_yield_when_idle 1): the points above the cores show what sharing cores
-# costs, not more parallelism. The ranks list (bench/lib.sh, docs/sweeps.md): powers of
+# costs, not more parallelism. The ranks list (scripts/lib.sh, docs/sweeps.md): powers of
 # two below R, R and 2R, R the rank slots (nproc, --cores N, a hostfile's slots or
 # SLURM_NTASKS); --quick at most 4 of them. No OpenMP: OMP_WAIT_POLICY is irrelevant and
 # unset.
 # Every run holds /tmp/partrain-bench.lock (flock), so no other benchmark overlaps it;
 # one run per configuration (bench/mpi-bench.sh takes medians of repeated runs). Each row
 # is the trainers' schema plus other_load_cores (the other processes' load during the run,
-# in cores) and disturbed (1 when it exceeded --max-other; bench_run in bench/lib.sh,
+# in cores) and disturbed (1 when it exceeded --max-other; bench_run in scripts/lib.sh,
 # which says once when the machine is busy; a CSV written before these columns gets them,
 # empty on its old rows).
 # The figures are drawn from the CSVs alone by scripts/plot.sh (plots/mpi-scaling.png,
@@ -48,7 +48,7 @@
 export LC_ALL=C   # numbers in awk, printf and sort: a '.' whatever the caller's locale
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-. bench/lib.sh
+. scripts/lib.sh
 
 results=results ranks="" quick=full epochs=3 batch=512 per_rank="" per_rank_batch=64 only=strong,weak,pipeline
 data=data/fashion strong_train=0 stages="1 2 3" microbatches="1 4 8"

@@ -16,7 +16,7 @@
 # openmp..., torch..., serial, ...), so slow drifts of a shared machine hit every
 # program alike. Other work on the machine hurts threaded runs far more than pinned
 # single-thread ones (a thread that loses its core stalls every barrier of its team),
-# so each run is checked (bench_run in bench/lib.sh): the CPU time the machine spent
+# so each run is checked (bench_run in scripts/lib.sh): the CPU time the machine spent
 # outside the run (/proc/stat minus the run's own CPU time) must stay below --max-other
 # cores on average, else the run is repeated (up to --tries times, each attempt after
 # waiting up to --idle-wait S (30) seconds for 2 idle seconds), and a run that never got a
@@ -43,7 +43,7 @@
 #   --runs R       repetitions of the whole set (default 3)
 #   --batches L    mini-batch sizes (default 64,512)
 #   --threads L    thread counts for openmp and PyTorch (default 1 and C, the cores:
-#                  nproc, or --cores N / PARTRAIN_CORES; bench/lib.sh, docs/sweeps.md);
+#                  nproc, or --cores N / PARTRAIN_CORES; scripts/lib.sh, docs/sweeps.md);
 #                  --threads-list L is the same option
 #   --cores N      C = N for the default list and the words; runs above the real nproc
 #                  still get OMP_WAIT_POLICY=passive and share the real cores
@@ -65,7 +65,7 @@
 export LC_ALL=C   # numbers in awk, printf and sort: a '.' whatever the caller's locale
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-. bench/lib.sh
+. scripts/lib.sh
 
 epochs=4 runs=3 batches=64,512 threads="" csv=results/bench-openmp.csv data=data/fashion train=0 torch=1
 report_only=0 since='' BENCH_TRIES=3

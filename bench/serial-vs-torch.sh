@@ -10,7 +10,7 @@
 # program alike; every run holds /tmp/partrain-bench.lock (flock), so no other benchmark
 # overlaps it. Every run appends a row to the CSV: the trainers' schema plus
 # other_load_cores (the other processes' load during the run, in cores) and disturbed (1
-# when it exceeded --max-other; bench_run in bench/lib.sh, which says once when the machine
+# when it exceeded --max-other; bench_run in scripts/lib.sh, which says once when the machine
 # is busy; a CSV written before these columns gets them, empty on its old rows); then a
 # table is printed (scripts/summarize.py bench): per program/variant the median over the R
 # runs of each run's epoch_seconds_median (itself the median of epochs 2..E), GFLOP/s,
@@ -36,7 +36,7 @@
 export LC_ALL=C   # numbers in awk, printf and sort: a '.' whatever the caller's locale
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-. bench/lib.sh
+. scripts/lib.sh
 
 epochs=6 runs=3 batch=64 csv=results/bench-serial.csv data=data/fashion cpu=0 train=0
 while [ $# -gt 0 ]; do

@@ -12,7 +12,7 @@ the rows they appended (read by column name through scripts/partrain.py).
   bench_tables.py hybrid-grid CSV --dat FILE [--table MD --data DIR --batch B --epochs E]
                   [--cores N]                    bench/hybrid-grid.sh, scripts/plot.sh
 A row counts when its timestamp is >= --since, its epochs column equals --epochs and
-(--train N > 0) its train_n equals N. Rows may carry bench/lib.sh's two extra columns
+(--train N > 0) its train_n equals N. Rows may carry scripts/lib.sh's two extra columns
 other_load_cores,disturbed (or not: older CSVs): a runs count marked "*" is a median that
 includes disturbed runs, and a line under the table counts them (hybrid-grid: the cell
 says "disturbed", the figure's title counts them). Exit status: 0; 1 when hybrid-grid finds no serial

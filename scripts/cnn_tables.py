@@ -185,7 +185,7 @@ def config_name(k):
 
 def table4(med, cores, time_rows=()):
     """serial vs distributed time, 5 epochs of 60k images (TIME_ROWS: for the count of
-    disturbed runs, rows bench/lib.sh marked)"""
+    disturbed runs, rows scripts/lib.sh marked)"""
     base = med.get((1, 1))
     ep, n = REPORT_EPOCHS, SEED003["train"]
     t4 = [f"# Seed report 003, Table 4 — serial vs distributed training time, {ep} epochs of {n:,} images", "",

@@ -43,7 +43,7 @@
 export LC_ALL=C   # numbers in awk, printf and sort: a '.' whatever the caller's locale
 set -uo pipefail   # no -e: a failing run is a FAIL row, not the end of the script
 cd "$(dirname "$0")/.." || exit 2
-. bench/lib.sh    # load_variants
+. scripts/lib.sh    # load_variants
 
 BIN=cuda/cuda KERNELS="" EPOCHS=6 RUNS=3 OUT=results/gpu STOP=""
 CHECK_TRAIN=2000 TIMING_DATA=data/fashion TIMING_TRAIN=0

@@ -17,7 +17,7 @@ latest row; weak: the per-rank configuration (train_n/ranks, batch/ranks) of the
 latest row; within it the latest row per (variant, ranks). A missing or empty CSV
 gives no files for that sweep. Prints shell assignments for plot.sh:
   strong_n=N weak_n=N serial=SECONDS strong_title='...' weak_title='...'
-(a title ends "(K of N runs disturbed)" when bench/lib.sh marked any of the plotted rows
+(a title ends "(K of N runs disturbed)" when scripts/lib.sh marked any of the plotted rows
 disturbed: other load above --max-other during them).
 Exit status: 0; 2 on a usage or file error. Python 3 standard library only.
 """

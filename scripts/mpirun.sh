@@ -45,7 +45,12 @@ while [ $# -gt 0 ]; do
 done
 [ $# -ge 2 ] || usage "usage: scripts/mpirun.sh [--bind-to-none] [--hostfile FILE] [--dry-run] P COMMAND [ARGS...]"
 p=$1; shift
-[[ $p =~ ^[1-9][0-9]*$ ]] || usage "P must be a positive integer, got '$p'"
+# P at most 65536 (a bound far above any node or test here; scripts/lib.sh's sweeps share it),
+# checked on the digits before any arithmetic (equal lengths: compared as strings)
+max_ranks=65536
+# shellcheck disable=SC2071
+[[ $p =~ ^[1-9][0-9]*$ ]] && { [ ${#p} -lt ${#max_ranks} ] || { [ ${#p} = ${#max_ranks} ] && [[ ! $p > $max_ranks ]]; }; } ||
+  usage "P must be an integer from 1 to $max_ranks, got '$p'"
 read -r -a extra <<<"${MPIRUN_ARGS:-}"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
@@ -103,4 +108,32 @@ fi
 [ $bind = 0 ] || args+=(--bind-to none)
 args+=("${extra[@]}")
 if [ $dry = 1 ]; then echo "$mpirun ${args[*]} $*"; exit 0; fi
+if [ -n "$hostfile" ] || [ -n "${SLURM_JOB_ID:-}" ]; then exec "$mpirun" "${args[@]}" "$@"; fi
+
+# A job on this machine: its open files checked first, its files kept in a directory of its own.
+# mpirun and its ranks hold about 28 + 4 files per rank (pipes, sockets, segments); below
+# that OpenMPI hangs or says "No network interfaces". The soft limit is raised to what is
+# needed when the hard limit allows it, else one line says what is short.
+need=$((32 + 6 * p)) soft=$(ulimit -Sn) hard=$(ulimit -Hn)
+if [ "$soft" != unlimited ] && [ "$soft" -lt "$need" ]; then
+  { [ "$hard" = unlimited ] || [ "$hard" -ge "$need" ]; } && ulimit -Sn "$need" ||
+    usage "the open-files limit (ulimit -n) is $hard; $p ranks on this machine need at least $need (ulimit -n $need)"
+fi
+# OpenMPI's session directory (orte_tmpdir_base) and the ranks' shared-memory segments
+# (vader_segment.*, btl_vader_backing_directory) go to a private directory in /dev/shm
+# (TMPDIR when /dev/shm is not writable), removed when the job's last process that holds
+# its lock has gone: a watcher in a session of its own waits for that lock, so a job that
+# is killed (SIGKILL of mpirun, or of the whole process group) leaves nothing behind
+# either (docs/reliability.md: OpenMPI's leftovers).
+base=/dev/shm; [ -d $base ] && [ -w $base ] || base=${TMPDIR:-/tmp}
+jobdir=$(mktemp -d "$base/partrain-mpi.XXXXXX") || usage "cannot create a directory in $base"
+exec 9>"$jobdir/.lock"
+if command -v flock >/dev/null && command -v setsid >/dev/null && flock -n 9; then
+  setsid bash -c 'trap "" HUP INT TERM QUIT; exec 8>"$1/.lock"; flock 8; rm -rf -- "$1"' \
+    mpirun-cleanup "$jobdir" </dev/null >/dev/null 2>&1 9>&- &
+else   # no flock: poll for the job's end instead
+  setsid bash -c 'trap "" HUP INT TERM QUIT; while kill -0 "$2" 2>/dev/null; do sleep 1; done; rm -rf -- "$1"' \
+    mpirun-cleanup "$jobdir" $$ </dev/null >/dev/null 2>&1 9>&- &
+fi
+export OMPI_MCA_orte_tmpdir_base=$jobdir OMPI_MCA_btl_vader_backing_directory=$jobdir
 exec "$mpirun" "${args[@]}" "$@"

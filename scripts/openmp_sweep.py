@@ -13,7 +13,7 @@ epoch time at the same batch size. Writes DIR/openmp-MODE.dat (whitespace column
 "threads epoch_s speedup sync_s policy") and DIR/openmp-index.dat ("FILE<TAB>MODE" per
 line), and prints shell assignments for scripts/plot.sh:
   openmp_n=3 serial=0.571 cores=2 openmp_title='...'
-(the title ends "(K of N runs disturbed)" when bench/lib.sh marked any of the plotted
+(the title ends "(K of N runs disturbed)" when scripts/lib.sh marked any of the plotted
 runs disturbed: other load above --max-other during them; rows without that column count
 as not disturbed).
 Exit status: 0; 1 when the CSV holds no openmp rows; 2 on a usage or file error.

@@ -158,7 +158,7 @@ def latest_config(rows, keys=("dataset", "train_n", "hidden", "epochs", "image_s
 
 
 # ---------------------------------------------------------------- disturbed runs
-# bench/lib.sh's bench_run adds two columns after the schema to every row a benchmark
+# scripts/lib.sh's bench_run adds two columns after the schema to every row a benchmark
 # writes: other_load_cores (the other processes' load during the run, in cores) and
 # disturbed ("1" when that exceeded the benchmark's --max-other, default 0.05 cores; "0"
 # when not). Rows without them (older CSVs, run_all.sh's own runs) count as not disturbed.
@@ -319,11 +319,11 @@ def run_all_steps():
 @functools.lru_cache(maxsize=None)
 def python_interpreter():
     """the interpreter the benchmarks run PyTorch with: $PARTRAIN_PYTHON, else the default
-    of bench/lib.sh (the one place it is chosen)"""
+    of scripts/lib.sh (the one place it is chosen)"""
     if os.environ.get("PARTRAIN_PYTHON"):
         return os.environ["PARTRAIN_PYTHON"]
     try:
-        p = subprocess.run(["bash", "-c", '. bench/lib.sh && printf %s "$PARTRAIN_PYTHON"'], cwd=REPO,
+        p = subprocess.run(["bash", "-c", '. scripts/lib.sh && printf %s "$PARTRAIN_PYTHON"'], cwd=REPO,
                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, timeout=10)
         if p.returncode == 0 and p.stdout:
             return p.stdout

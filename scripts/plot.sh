@@ -36,14 +36,14 @@
 # else nproc; the MPI figures count the rank slots (several nodes: their sum).
 # A figure whose CSV is missing or has no usable rows is skipped with a line
 #   plot: skipped NAME.png: REASON
-# The scripts run with $PARTRAIN_PYTHON (bench/lib.sh; python3 when that is missing).
+# The scripts run with $PARTRAIN_PYTHON (scripts/lib.sh; python3 when that is missing).
 # Exit status: 0; 1 when gnuplot or python3 is missing or a figure failed (the others are
 # still drawn); 2 on a usage error.
 export LC_ALL=C   # numbers in awk, printf and sort: a '.' whatever the caller's locale
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
 
-. bench/lib.sh    # PARTRAIN_PYTHON
+. scripts/lib.sh    # PARTRAIN_PYTHON
 FIGURES=(curves openmp-threads mpi-scaling hybrid-grid cnn-speedup imagesize model)
 results=results plots=plots only=""
 where=()

@@ -14,6 +14,9 @@
 #                           /etc/locale.gen, locale-gen) for the locale test of
 #                           tests/test_faults.sh (numbers written with a ',')
 #   scripts/setup.sh run    what `./run_all.sh` needs: the above plus gnuplot and hyperfine
+#   scripts/setup.sh build  what `make all` needs to build every CPU program: compiler, zlib,
+#                           OpenBLAS, OpenMPI; no data. Never fails: without root it prints
+#                           the one apt-get line of what is missing, and make builds what it can
 #
 # As root, missing Debian packages are installed with apt-get (with one `apt-get update`
 # if the first attempt fails). Otherwise the exact apt-get line is printed and the script
@@ -31,7 +34,8 @@ case "$mode" in
         fuzzing=(clang libclang-rt-dev)        # make fuzz
         cluster=(slurmctld slurmd slurm-client munge slurm-wlm-basic-plugins) ;;   # tests/test_cluster.sh
   run)  required+=(gnuplot-nox hyperfine) ;;
-  *) echo "setup: unknown mode '$mode' (test, run)" >&2; exit 2 ;;
+  build) required=(gcc g++ make libc6-dev zlib1g-dev) ;;
+  *) echo "setup: unknown mode '$mode' (test, run, build)" >&2; exit 2 ;;
 esac
 
 missing_of() {
@@ -75,6 +79,10 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "setup: optional packages ${want_fuzzing[*]} could not be installed; continuing without them (no make fuzz)"
   install "${want_cluster[@]}" ||
     echo "setup: optional packages ${want_cluster[*]} could not be installed; continuing without them (tests/test_cluster.sh skips)"
+elif [ "$mode" = build ]; then
+  missing=$(echo "${need[*]}" "${want[*]}")
+  [ -z "${missing// /}" ] || echo "setup: not root: some programs will not be built; to build them all: sudo apt-get install $missing"
+  exit 0
 else
   if [ ${#need[@]} -gt 0 ]; then
     echo "setup: missing required packages: ${need[*]}" >&2
@@ -104,4 +112,4 @@ if ! locale -a 2>/dev/null | grep -qix 'de_DE.utf-\?8'; then
 fi
 
 # data sets (idempotent; fetches only what is missing)
-scripts/get-data.sh
+[ "$mode" = build ] || scripts/get-data.sh

@@ -9,7 +9,7 @@ columns may be added to the schema without breaking it. Python 3 standard librar
   summarize.py table CSV... [--where COL=VAL]... [--since ISO] [--by COLS]
                             [--show COLS] [--baseline COL=VAL] [--target R] [--stretch R]
       Groups the rows by --by (default program,variant), prints per group the
-      number of runs ("3*": the median includes runs that bench/lib.sh marked
+      number of runs ("3*": the median includes runs that scripts/lib.sh marked
       disturbed, counted in a line under the table) and the median of each --show
       column over those runs (the default shows epoch_seconds_median, gflops,
       samples_per_second, test_accuracy). With --baseline (e.g. program=pytorch) a column

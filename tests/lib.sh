@@ -40,3 +40,7 @@ expect_error() {
 # the CSV's variant); variant_flags PROG NAME: the flags that select variant NAME
 variants() { "$1" --list-variants | cut -f1; }
 variant_flags() { "$1" --list-variants | awk -F'\t' -v n="$2" '$1 == n { print $2 }'; }
+# sanitized PROG: the ASan + UBSan build of PROG (e.g. mpi/mpi): make test's SANITIZE=1
+# build in build/sanitize/, or PROG itself when the whole suite runs sanitized
+# (tests/run-sanitized.sh: there every program is)
+sanitized() { if [ -n "${PARTRAIN_SANITIZE:-}" ]; then echo "$1"; else echo "build/sanitize/$1"; fi; }

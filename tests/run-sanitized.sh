@@ -25,7 +25,7 @@
 #   PARTRAIN_SANITIZE=1  tells the tests that they run sanitized programs: their hang limits
 #                  are tripled (SLOWDOWN, tests/lib.sh), and tests/test_portable.sh (a second
 #                  optimized build) skips with its reason.
-# Tests that set ASAN_OPTIONS themselves (detect_leaks=0 for tests/bin/*-asan under MPI)
+# Tests that set ASAN_OPTIONS themselves (detect_leaks=0 for the sanitized MPI programs)
 # replace these settings for their runs; they check the exit status and stderr themselves.
 set -u
 cd "$(dirname "$0")/.." || exit 2

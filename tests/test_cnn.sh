@@ -156,7 +156,7 @@ done
 
 # ---- the sanitizer build: 2 ranks x 2 threads (leak detection off: OpenMPI's own
 # allocations at exit), then one process with two column chunks per row (--image-size 40)
-bin=tests/bin/cnn-asan
+bin=$(sanitized cnn/cnn)
 if [ -x $bin ]; then
   ASAN_OPTIONS=detect_leaks=0 OMP_WAIT_POLICY=passive timeout $LIMIT $RUN --bind-to-none 2 $bin --threads 2 \
     --data $DATA --train 300 --test 101 --batch 25 --epochs 2 --predict 1 --csv none >"$TMP/asan" 2>&1; rc=$?
@@ -168,6 +168,6 @@ if [ -x $bin ]; then
   check "sanitizer build: --image-size 40 (two column chunks), reduce-bcast, no mpirun" \
     "exit $rc: $(grep -m3 -E 'ERROR|runtime error' "$TMP/asan")" [ $rc -eq 0 ]
 else
-  fail "cnn sanitizer build" "$bin not built (make tests/bin/cnn-asan)"
+  fail "cnn sanitizer build" "$bin not built (make test builds it: make SANITIZE=1 cnn/cnn)"
 fi
 finish

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # tests/test_cores.sh — the sweeps fit the machine's cores, not the 2 cores this project
-# was written on (bench/lib.sh's lists, docs/sweeps.md).
+# was written on (scripts/lib.sh's lists, docs/sweeps.md).
 #
-#   1. The list functions alone (bench/lib.sh, no run): threads/ranks lists for C = 1, 2,
+#   1. The list functions alone (scripts/lib.sh, no run): threads/ranks lists for C = 1, 2,
 #      6, 64, 128 (powers of two below C, C, 2C; --quick: at most 4), the P x T grid
 #      (at most 12 points, every P*T <= 2C, 1x1, 1xC, Cx1 and the P*T = C points in it,
 #      checked for every C from 1 to 130) and hybrid-bench's pairs; the rank slots of a
@@ -35,7 +35,7 @@ LIMIT=$((400 * SLOWDOWN))   # seconds after which a run_all.sh run counts as hun
 # ---- 1. the list functions
 lists() {   # "VAR=VALUE ... -- ARGS": C, the slots, nodes and every list, one line
   env -u PARTRAIN_CORES -u PARTRAIN_HOSTFILE -u SLURM_JOB_ID -u SLURM_NTASKS -u SLURM_CPUS_ON_NODE \
-  bash -c 'set -euo pipefail; . bench/lib.sh
+  bash -c 'set -euo pipefail; . scripts/lib.sh
     while [ "$1" != -- ]; do export "$1"; shift; done; shift
     while [ $# -gt 0 ]; do sweep_option "$1" "$2"; shift 2; done
     sweep_setup "${MODE:-full}"
@@ -71,7 +71,7 @@ out=$(lists -- --hostfile "$TMP/badhosts"); rc=$?
 check "a hostfile with slots=x: exit 2, one line" "exit $rc: $out" \
   bash -c '[ "$1" = 2 ] && [ "$(wc -l <<<"$2")" = 1 ] && [[ $2 == *"slots= must be a positive integer"* ]]' _ "$rc" "$out"
 # the grid's rules for every C from 1 to 130
-bad=$(bash -c '. bench/lib.sh
+bad=$(bash -c '. scripts/lib.sh
   for c in $(seq 1 130); do
     g=" $(grid_list "$c" 12) "; n=$(wc -w <<<"$g")
     [ "$n" -le 12 ] || echo "C=$c: $n points"

@@ -145,15 +145,16 @@ else
 fi
 
 # ---- AddressSanitizer + UBSan build of the emulation (kernels' out-of-bounds accesses included)
-if [ -x tests/bin/cuda-emu-asan ]; then
+SAN_EMU=$(sanitized cuda/cuda-emu)
+if [ -x "$SAN_EMU" ]; then
   for k in "naive" "tiled --tile 16"; do
-    timeout $LIMIT tests/bin/cuda-emu-asan --data $DATA --train 80 --test 30 --image-size 20 --hidden 21,13 --batch 25 \
+    timeout $LIMIT "$SAN_EMU" --data $DATA --train 80 --test 30 --image-size 20 --hidden 21,13 --batch 25 \
       --epochs 1 --kernel $k --predict 1 --csv none >"$TMP/asan" 2>&1; rc=$?
     check "sanitizer build trains cleanly (--kernel $k)" "exit $rc: $(grep -m3 -E 'ERROR|runtime error' "$TMP/asan")" \
       [ $rc -eq 0 ] && ! grep -qE 'ERROR|runtime error' "$TMP/asan"
   done
 else
-  fail "sanitizer build" "tests/bin/cuda-emu-asan not built"
+  fail "sanitizer build" "$SAN_EMU not built (make test builds it: make SANITIZE=1 cuda-emu)"
 fi
 
 # ---- command line: the suite's contract, plus --kernel/--tile

@@ -59,16 +59,17 @@ else
 fi
 
 # the sanitizer build trains without a report (ASan/UBSan abort with non-zero status)
-if [ -x tests/bin/serial-asan ]; then
-  tests/bin/serial-asan --data $DATA --train 600 --test 100 --batch 50 --epochs 2 --predict 1 --csv "$TMP/asan.csv" >"$TMP/asan" 2>&1
+SAN_SERIAL=$(sanitized serial/serial)
+if [ -x "$SAN_SERIAL" ]; then
+  "$SAN_SERIAL" --data $DATA --train 600 --test 100 --batch 50 --epochs 2 --predict 1 --csv "$TMP/asan.csv" >"$TMP/asan" 2>&1
   rc=$?
   grep -qE 'ERROR|runtime error' "$TMP/asan" && rc=99   # a report without a failing exit still fails
   check "AddressSanitizer/UBSan build trains cleanly" "exit $rc: $(grep -m3 -E 'ERROR|runtime error' "$TMP/asan")" \
     [ $rc -eq 0 ]
-  tests/bin/serial-asan --data $DATA --train 600 --test 100 --epochs 1 --image-size 40 --batch full --activation sigmoid --csv none >"$TMP/asan" 2>&1
+  "$SAN_SERIAL" --data $DATA --train 600 --test 100 --epochs 1 --image-size 40 --batch full --activation sigmoid --csv none >"$TMP/asan" 2>&1
   rc=$?
   check "sanitizer build: resampling, full batch, sigmoid" "exit $rc: $(grep -m3 -E 'ERROR|runtime error' "$TMP/asan")" [ $rc -eq 0 ]
 else
-  fail "sanitizer build" "tests/bin/serial-asan not built"
+  fail "sanitizer build" "$SAN_SERIAL not built (make test builds it: make SANITIZE=1 serial/serial)"
 fi
 finish

@@ -122,9 +122,9 @@ undocumented=$(for f in $flags; do grep -q -- "\`$f" README.md || echo "$f"; don
 check "hybrid --help flags are documented in README" "not in README: $undocumented" [ -n "$flags" -a -z "$undocumented" ]
 
 # ---- the sanitizer build: 2 ranks x 2 threads, a short last batch, --predict
-bin=tests/bin/hybrid-asan
+bin=$(sanitized hybrid/hybrid)
 if [ ! -x $bin ]; then
-  fail "hybrid sanitizer build" "$bin not built"
+  fail "hybrid sanitizer build" "$bin not built (make test builds it: make SANITIZE=1 hybrid/hybrid)"
 else
   ASAN_OPTIONS=detect_leaks=0 run_hy "$TMP/asan" $RUN 2 $bin --data $DATA --train 500 --test 101 --batch 49 \
     --epochs 2 --predict 1 --threads 2 --sync reduce-bcast --csv none

@@ -21,7 +21,7 @@
 set -u
 cd "$(dirname "$0")/.." || exit 2
 . tests/lib.sh
-. bench/lib.sh    # PARTRAIN_PYTHON
+. scripts/lib.sh    # PARTRAIN_PYTHON
 [ -x "$PY" ] || PY=python3
 command -v "$PY" >/dev/null || { skip model "python3 missing"; exit 0; }
 

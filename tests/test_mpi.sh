@@ -262,8 +262,8 @@ if command -v pgrep >/dev/null; then kill_one_rank; else skip "a killed rank end
 for cfg in "mpi|--sync overlap" "mpi|--sync shm" "pipeline|--microbatches 3"; do
   b=${cfg%%|*}
   read -r -a extra <<<"${cfg#*|}"
-  bin=tests/bin/$b-asan
-  if [ ! -x $bin ]; then fail "$b sanitizer build" "$bin not built"; continue; fi
+  bin=$(sanitized mpi/$b)
+  if [ ! -x $bin ]; then fail "$b sanitizer build" "$bin not built (make test builds it: make SANITIZE=1 mpi/$b)"; continue; fi
   ASAN_OPTIONS=detect_leaks=0 run_mpi "$TMP/asan" $RUN 3 $bin --data $DATA --train 500 --test 101 --batch 49 \
     --epochs 2 --predict 1 --csv none "${extra[@]}"
   ok=0; [ $rc -eq 0 ] && ! grep -qE 'ERROR|runtime error' "$TMP/asan" && grep -q "predicted [0-9], true" "$TMP/asan" && ok=1

@@ -179,17 +179,18 @@ expect_error "--accum magic rejected" "--accum" $BIN --csv "$TMP/err.csv" --data
 expect_error "--accum without a value rejected" "--accum" $BIN --csv "$TMP/err.csv" --data $DATA --accum
 
 # ---- AddressSanitizer/UBSan build: uneven slices, empty slices, every mode ----------
-if [ -x tests/bin/openmp-asan ]; then
+SAN_OMP=$(sanitized openmp/openmp)
+if [ -x "$SAN_OMP" ]; then
   for v in $(variants $BIN); do
-    tests/bin/openmp-asan --data $DATA --train 400 --test 100 --batch 5 --threads 8 --epochs 1 $(variant_flags $BIN $v) \
+    "$SAN_OMP" --data $DATA --train 400 --test 100 --batch 5 --threads 8 --epochs 1 $(variant_flags $BIN $v) \
       --predict 1 --csv "$TMP/asan.csv" >"$TMP/asan" 2>&1; rc=$?
-    tests/bin/openmp-asan --data $DATA --train 1100 --test 100 --batch full --threads 3 --epochs 1 $(variant_flags $BIN $v) \
+    "$SAN_OMP" --data $DATA --train 1100 --test 100 --batch full --threads 3 --epochs 1 $(variant_flags $BIN $v) \
       --activation sigmoid --image-size 40 --hidden 32,16,8 --csv none >>"$TMP/asan" 2>&1; rc2=$?
     clean() { [ $rc -eq 0 ] && [ $rc2 -eq 0 ] && ! grep -qE 'ERROR|runtime error' "$TMP/asan"; }
     check "sanitizer build, $v: batch 5 x 8 threads, full batch of 1,100 x 3 threads, sigmoid, 4 layers" \
       "exit $rc/$rc2: $(grep -m3 -E 'ERROR|runtime error' "$TMP/asan")" clean
   done
 else
-  fail "sanitizer build" "tests/bin/openmp-asan not built (make test builds it when OpenMP is available)"
+  fail "sanitizer build" "$SAN_OMP not built (make test builds it when OpenMP is available)"
 fi
 finish

@@ -9,14 +9,14 @@
 # run" line (with skipped.txt's reason) for inputs that are absent or removed; that
 # different numbers give a different "What this shows" sentence; every run_all.sh step id
 # report.py names is one `./run_all.sh --list-steps` prints; no Python traceback; an empty
-# results directory still gives a complete report; rows that bench/lib.sh marked disturbed
+# results directory still gives a complete report; rows that scripts/lib.sh marked disturbed
 # (its two extra columns) are counted in their runs cells and said once at the top, and
 # rows without those columns are not.
 # No timings are asserted; no trainer runs (the programs only list their variants).
 set -u
 cd "$(dirname "$0")/.." || exit 2
 . tests/lib.sh
-. bench/lib.sh    # PARTRAIN_PYTHON, variant_names
+. scripts/lib.sh    # PARTRAIN_PYTHON, variant_names
 
 [ -x "$PY" ] || PY=python3
 command -v "$PY" >/dev/null || { skip report "python3 missing"; exit 0; }
@@ -137,7 +137,7 @@ check "Skipped section lists skipped.txt's lines" "$(sed -n '/^## Skipped/,/^## 
 n=$(grep -c '^\*\*What this shows:\*\* ' "$R")
 check "a 'What this shows' paragraph in the sections with numbers (>= 6, got $n)" "$n" [ "$n" -ge 6 ]
 
-# rows that bench/lib.sh marked disturbed: a count in their runs cell, one sentence at the top;
+# rows that scripts/lib.sh marked disturbed: a count in their runs cell, one sentence at the top;
 # none without the two columns
 check "no disturbed rows: no mention of them" "$(grep -m 2 disturbed "$R")" bash -c "! grep -q disturbed '$R'"
 D2=$TMP/res-disturbed

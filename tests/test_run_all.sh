@@ -9,12 +9,12 @@
 #      for its reason, e.g. no PyTorch, is never stamped and is skipped again), step k is
 #      the first that runs, exit 0.
 #   0. `./run_all.sh --list-steps` prints the step ids, runs nothing and writes nothing.
-#   3. The outputs: every expected CSV (PyTorch's only when $PARTRAIN_PYTHON — bench/lib.sh
+#   3. The outputs: every expected CSV (PyTorch's only when $PARTRAIN_PYTHON — scripts/lib.sh
 #      — imports torch, else a skipped.txt line), hyperfine JSON per trainer (or a skipped.txt line
 #      when hyperfine is missing), PNG and REPORT.md exists and is non-empty; the PNGs are
 #      valid (signature, IHDR first, IEND last, every chunk's CRC); REPORT.md has the
 #      section headings of scripts/report.py; every CSV has exactly the header
-#      RESULTS_HEADER of common/results.h (a benchmark's CSV: followed by bench/lib.sh's
+#      RESULTS_HEADER of common/results.h (a benchmark's CSV: followed by scripts/lib.sh's
 #      other_load_cores,disturbed), rows of the same width, no duplicate run_id,
 #      no duplicate row, and no file mixing rows of the interrupted and the resumed run
 #      (the interrupted step's partial rows were removed before it was redone);
@@ -27,7 +27,7 @@
 #   and gnuplot; without them it is skipped with the reason.
 cd "$(dirname "$0")/.." || exit 1
 . tests/lib.sh
-. bench/lib.sh    # PARTRAIN_PYTHON
+. scripts/lib.sh    # PARTRAIN_PYTHON
 LIMIT=$((400 * SLOWDOWN)) # seconds after which a run_all.sh run counts as hung
 
 if ! command -v mpirun >/dev/null; then
@@ -182,7 +182,7 @@ for p in sorted(glob.glob(os.path.join(d, "*.csv"))):
             continue
         want = []
     else:
-        # a benchmark adds two columns after the schema (bench_run in bench/lib.sh), the
+        # a benchmark adds two columns after the schema (bench_run in scripts/lib.sh), the
         # model's runs four more (bench/model-runs.sh)
         want = [[], ["other_load_cores", "disturbed"]]
         if name == "model-runs.csv":

@@ -2,8 +2,8 @@
 # tests/test_runall_faults.sh — runs that must not be lost or duplicated (run_all.sh), and
 # benchmarks that must not die silently on a busy machine (issue 19, kinds 5 and 6).
 #
-# run_all.sh runs with the test hook PARTRAIN_TEST_FAKE_STEP=S: the group "fake", whose one
-# step fake-rows appends a row to fake.csv every 0.2 s for S seconds from a child process
+# run_all.sh runs with the test hook PARTRAIN_EXTRA_STEPS=tests/runall-fake-step.sh and
+# PARTRAIN_TEST_FAKE_STEP=S: the group "fake", whose one step fake-rows appends a row to fake.csv every 0.2 s for S seconds from a child process
 # and writes "pgid N" (its process group) in its log; one complete run: 1 header + 5*S rows.
 #   1. Two run_all.sh on one --results directory: the second exits 2 at once with
 #      "DIR is in use by another run_all.sh (pid N)" (one line), the lock stays the first's; the
@@ -30,9 +30,10 @@
 # About 2-3 minutes on 2 cores.
 cd "$(dirname "$0")/.." || exit 1
 . tests/lib.sh
-. bench/lib.sh    # PARTRAIN_PYTHON
+. scripts/lib.sh    # PARTRAIN_PYTHON
 PY=$PARTRAIN_PYTHON
 RA=./run_all.sh
+export PARTRAIN_EXTRA_STEPS=tests/runall-fake-step.sh   # the group "fake" (not run_all's)
 export PARTRAIN_TEST_FAKE_STEP=2    # 10 rows in 2 s
 ROWS=11                             # the header and 10 rows
 command -v flock >/dev/null || { skip "run_all faults" "flock missing (apt-get install util-linux)"; finish; }
@@ -40,8 +41,9 @@ command -v flock >/dev/null || { skip "run_all faults" "flock missing (apt-get i
 FAKE=("$RA" --smoke --no-setup --only fake --results)   # + DIR: a fake run (in the
 # background as "${FAKE[@]}" DIR &, so that $! is run_all.sh itself, not a subshell)
 step_pgid() { sed -n 's/^pgid //p' "$1/logs/fake-rows.log" 2>/dev/null | tail -n 1; }
-wait_row() {   # DIR: until the fake step has written a row into its staging file (5 s)
-  for _ in $(seq 1 50); do
+wait_row() {   # DIR: until the fake step has written a row into its staging file (60 s:
+  # the set-up before it, PyTorch's import, takes seconds on a loaded machine)
+  for _ in $(seq 1 $((600 * SLOWDOWN))); do
     [ "$(cat "$1"/.partial/fake-rows/fake.csv 2>/dev/null | wc -l)" -ge 3 ] && return 0
     sleep 0.1
   done
@@ -69,7 +71,7 @@ if wait_row "$D"; then
   check "run_all: the second run_all.sh left the lock to the first (its pid in DIR/.lock)" "$(cat "$D/.lock")" \
     [ "$(cat "$D/.lock")" = "$first" ]
 else
-  fail "run_all: a second run_all.sh on the same --results" "the first run wrote no row in 5 s: $(tail -n 3 "$TMP/first.out")"
+  fail "run_all: a second run_all.sh on the same --results" "the first run wrote no row in 60 s: $(tail -n 3 "$TMP/first.out")"
 fi
 wait "$first"; first_rc=$?
 check "run_all: the first run finishes with the rows of one run" "exit $first_rc, $(wc -l <"$D/fake.csv" 2>&1) lines in fake.csv" \
@@ -81,7 +83,7 @@ for sig in HUP KILL; do
   # a long step (8 s), so that only the kill can end it within group_gone's 5 s
   PARTRAIN_TEST_FAKE_STEP=8 "${FAKE[@]}" "$D" >"$TMP/k.out" 2>&1 & ra=$!
   if ! wait_row "$D"; then
-    fail "run_all killed by SIG$sig" "the step wrote no row in 5 s: $(tail -n 3 "$TMP/k.out")"; kill "$ra"; wait "$ra"; continue
+    fail "run_all killed by SIG$sig" "the step wrote no row in 60 s: $(tail -n 3 "$TMP/k.out")"; kill "$ra"; wait "$ra"; continue
   fi
   pg=$(step_pgid "$D")
   kill -"$sig" "$ra"; wait "$ra" 2>/dev/null; rc=$?
@@ -179,7 +181,6 @@ skip "a benchmark on a quiet machine marks no row disturbed" \
 
 # ---- 7. a benchmark that ends with a non-zero status says why, in one line
 for b in bench/*.sh; do
-  [ "$b" != bench/lib.sh ] || continue
   sname=$(basename "$b" .sh) rc=0
   "$b" --bogus >"$TMP/u.out" 2>"$TMP/u.err" || rc=$?
   check "$b --bogus: exit 2, one line '$sname: ...' on stderr" "exit $rc, stderr: $(head -c 300 "$TMP/u.err")" \

@@ -141,7 +141,7 @@ class Agg:
 
     def __init__(self, rows, src):
         self.rows, self.src, self.n = rows, src, len(rows)
-        self.disturbed = partrain.n_disturbed(rows)   # runs bench/lib.sh marked disturbed
+        self.disturbed = partrain.n_disturbed(rows)   # runs scripts/lib.sh marked disturbed
         for attr, col in (("epoch", "epoch_seconds_median"), ("total", "total_seconds"), ("comm", "comm_seconds"),
                           ("sync", "sync_seconds"), ("gflops", "gflops"), ("acc", "test_accuracy"),
                           ("loss", "final_train_loss")):
@@ -164,7 +164,7 @@ class Agg:
 
 def runs(*aggs, sep="/"):
     """a runs cell: the run counts of AGGS joined by SEP ("3", "3/3"), followed by
-    "(K disturbed)" when other load disturbed K of those runs (bench/lib.sh's column)"""
+    "(K disturbed)" when other load disturbed K of those runs (scripts/lib.sh's column)"""
     aggs = [a for a in aggs if a]
     k = sum(a.disturbed for a in aggs)
     cell = sep.join(str(a.n) for a in aggs) or "0"

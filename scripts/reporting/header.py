@@ -48,7 +48,7 @@ def header(d, facts):
     k = partrain.n_disturbed(rows)
     if k:
         d.para(f"{plural(k, 'result row')} of {len(rows)} were measured while other processes loaded the machine: "
-               "the benchmark (bench/lib.sh) found more than its `--max-other` cores (default 0.05) of outside load "
+               "the benchmark (scripts/lib.sh) found more than its `--max-other` cores (default 0.05) of outside load "
                "during the run and marked the row disturbed (CSV columns `other_load_cores`, `disturbed`); a runs "
                "cell such as \"3 (1 disturbed)\" counts them, and a median that includes them may be slower than "
                "this machine can go.")

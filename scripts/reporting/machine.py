@@ -79,7 +79,7 @@ def machine():
     gpus = probe(["nvidia-smi", "-L"], line="all")
     facts.append(("GPU", "; ".join(gpus) if gpus else "no GPU" + ("" if shutil.which("nvidia-smi")
                                                                    else " (nvidia-smi not installed)")))
-    py = partrain.python_interpreter()          # the benchmarks' interpreter (bench/lib.sh)
+    py = partrain.python_interpreter()          # the benchmarks' interpreter (scripts/lib.sh)
     py = py if os.access(py, os.X_OK) else sys.executable
     pyver = probe([py, "-c", "import sys; print(sys.version.split()[0])"])
     torch = probe([py, "-c", "import torch; print(torch.__version__)"], timeout=60)

@@ -8,7 +8,7 @@
 slurm_start() {
   local root=${PARTRAIN_ROOT:-${SLURM_SUBMIT_DIR:-$PWD}}
   [ -n "${SLURM_JOB_ID:-}" ] || { echo "$1: not inside a Slurm job: submit it with sbatch (see --help)" >&2; exit 2; }
-  [ -f "$root/bench/lib.sh" ] && [ -x "$root/scripts/mpirun.sh" ] ||
+  [ -f "$root/scripts/lib.sh" ] && [ -x "$root/scripts/mpirun.sh" ] ||
     { echo "$1: $root is not partrain's root: submit from there or set PARTRAIN_ROOT" >&2; exit 2; }
   cd "$root" || exit 2
   echo "$1: job $SLURM_JOB_ID, ${SLURM_JOB_NUM_NODES:-?} nodes (${SLURM_JOB_NODELIST:-?}), ${SLURM_NTASKS:-?} tasks, CPUs per node ${SLURM_JOB_CPUS_PER_NODE:-?}"

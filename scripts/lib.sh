@@ -1,6 +1,6 @@
-# bench/lib.sh — what every benchmark script repeats (sourced, after `cd` to the repository
-# root and `set -euo pipefail`; run_all.sh, scripts/*.sh, the Makefile and the tests source
-# it for PARTRAIN_PYTHON and the variant lists):
+# scripts/lib.sh — what the suite's scripts share (sourced, after `cd` to the repository
+# root and `set -euo pipefail`): the benchmark scripts (bench/*.sh), run_all.sh, scripts/*.sh,
+# the Makefile and the tests (PARTRAIN_PYTHON, the variant lists, the sweep lists):
 #   PARTRAIN_PYTHON   the Python interpreter of every PyTorch run and every script, chosen
 #                     here only: Debian's /usr/bin/python3, the one that sees python3-torch
 #                     (override: PARTRAIN_PYTHON=/path/to/python3 in the environment)
@@ -364,17 +364,34 @@ append_rows() {
 SWEEP_CORES_OPT="" SWEEP_HOSTFILE="" SWEEP_THREADS_OPT="" SWEEP_RANKS_OPT="" SWEEP_GRID_OPT=""
 SWEEP_CORES="" SWEEP_SLOTS="" SWEEP_NODES="" SWEEP_SOURCE=""
 SWEEP_THREADS="" SWEEP_RANKS="" SWEEP_GRID="" SWEEP_PAIRS=""
+# The bounds: T at most 256 (the trainers' --threads maximum), so C (--cores,
+# PARTRAIN_CORES) at most 256 too, and P at most 65536 (scripts/mpirun.sh's); a list point
+# above its bound (2C above 256, 2R above 65536) is left out of the derived lists.
+SWEEP_MAX_THREADS=256 SWEEP_MAX_RANKS=65536
+# shellcheck disable=SC2071  # equal lengths of digits: compared as strings
+sweep_bound() {   # WHAT N MAX WHY: die unless N <= MAX (N: digits, any length)
+  [ ${#2} -lt ${#3} ] || { [ ${#2} = ${#3} ] && [[ ! $2 > $3 ]]; } || die "$1: at most $3 ($4), got $2"
+}
 # sweep_option OPT VALUE: OPT one of --cores, --hostfile, --threads-list, --ranks-list,
 # --grid, checked at once (die: one line, exit 2); status 1 for any other OPT
 sweep_option() {
   case $1 in
-    --cores) [[ $2 =~ ^[1-9][0-9]{0,5}$ ]] || die "--cores: not a positive integer: '$2'"; SWEEP_CORES_OPT=$2 ;;
+    --cores) [[ $2 =~ ^[1-9][0-9]*$ ]] || die "--cores: not a positive integer: '$2'"
+             sweep_bound --cores "$2" $SWEEP_MAX_THREADS "the trainers' --threads maximum"; SWEEP_CORES_OPT=$2 ;;
     --hostfile) [ -f "$2" ] && [ -r "$2" ] || die "--hostfile: cannot read '$2'"; SWEEP_HOSTFILE=$2 ;;
     --threads-list|--ranks-list)
       [[ $2 =~ ^[1-9][0-9]{0,5}(,[1-9][0-9]{0,5})*$ ]] || die "$1: expected positive integers like 1,2,8: '$2'"
+      for x in ${2//,/ }; do
+        if [ "$1" = --threads-list ]; then sweep_bound "$1" "$x" $SWEEP_MAX_THREADS "the trainers' --threads maximum"
+        else sweep_bound "$1" "$x" $SWEEP_MAX_RANKS "scripts/mpirun.sh's maximum"; fi
+      done
       if [ "$1" = --threads-list ]; then SWEEP_THREADS_OPT=${2//,/ }; else SWEEP_RANKS_OPT=${2//,/ }; fi ;;
     --grid) [[ $2 =~ ^[1-9][0-9]{0,5}x[1-9][0-9]{0,5}(,[1-9][0-9]{0,5}x[1-9][0-9]{0,5})*$ ]] ||
               die "--grid: expected PxT pairs of positive integers like 1x8,2x4,8x1: '$2'"
+            for x in ${2//,/ }; do
+              sweep_bound "--grid $x: P" "${x%x*}" $SWEEP_MAX_RANKS "scripts/mpirun.sh's maximum"
+              sweep_bound "--grid $x: T" "${x#*x}" $SWEEP_MAX_THREADS "the trainers' --threads maximum"
+            done
             SWEEP_GRID_OPT=${2//,/ } ;;
     *) return 1 ;;
   esac
@@ -398,19 +415,20 @@ hostfile_slots() {
 machine_cores() {
   if [ -n "$SWEEP_CORES_OPT" ]; then echo "$SWEEP_CORES_OPT"
   elif [ -n "${PARTRAIN_CORES:-}" ]; then
-    [[ $PARTRAIN_CORES =~ ^[1-9][0-9]{0,5}$ ]] || die "PARTRAIN_CORES: not a positive integer: '$PARTRAIN_CORES'"
+    [[ $PARTRAIN_CORES =~ ^[1-9][0-9]*$ ]] || die "PARTRAIN_CORES: not a positive integer: '$PARTRAIN_CORES'"
+    sweep_bound PARTRAIN_CORES "$PARTRAIN_CORES" $SWEEP_MAX_THREADS "the trainers' --threads maximum"
     echo "$PARTRAIN_CORES"
   elif [ -n "${SLURM_JOB_ID:-}" ] && [[ ${SLURM_CPUS_ON_NODE:-} =~ ^[1-9][0-9]*$ ]]; then echo "$SLURM_CPUS_ON_NODE"
   else nproc
   fi
 }
-# sweep_list MAX [quick]: "1 2 4 ... MAX 2MAX" (see above)
+# sweep_list MAX [quick [BOUND]]: "1 2 4 ... MAX 2MAX" (see above), no point above BOUND
 sweep_list() {
-  local max=$1 p=1 out=()
+  local max=$1 p=1 out=() x
   while [ $p -lt "$max" ]; do out+=("$p"); p=$((p * 2)); done
   out+=("$max" $((2 * max)))
   if [ "${2:-}" = quick ] && [ ${#out[@]} -gt 4 ]; then out=(1 "${out[-3]}" "$max" $((2 * max))); fi
-  echo "${out[*]}"
+  for x in "${out[@]}"; do if [ "$x" -le "${3:-$x}" ]; then echo "$x"; fi; done | paste -sd' '
 }
 # grid_list C CAP [pairs]: the grid (or hybrid-bench's pairs) as "PxT ..." sorted by P, T
 grid_list() {
@@ -436,12 +454,16 @@ grid_list() {
             m = split(pts[k], a, " "); for (j = 1; j <= m; j++) print a[j] } }' |
   sort -t x -k1,1n -k2,2n | paste -sd' '
 }
+# the P x T points of stdin within the bounds (T <= 256, P <= 65536)
+sweep_grid_bound() {
+  tr ' ' '\n' | awk -F x -v t=$SWEEP_MAX_THREADS -v p=$SWEEP_MAX_RANKS 'NF == 2 && $1 <= p && $2 <= t' | paste -sd' '
+}
 # sweep_setup [full|quick|smoke]: C, R and the nodes (SWEEP_CORES, SWEEP_SLOTS,
 # SWEEP_NODES; SWEEP_SOURCE says where C came from) and the lists SWEEP_THREADS,
 # SWEEP_RANKS, SWEEP_GRID, SWEEP_PAIRS (space-separated; options replace them)
 sweep_setup() {
   local mode=${1:-full} cap=() gcap=12 hf=${SWEEP_HOSTFILE:-${PARTRAIN_HOSTFILE:-}} s h
-  SWEEP_CORES=$(machine_cores)
+  SWEEP_CORES=$(machine_cores) || exit 2   # its die: the line is on stderr already
   if [ -n "$SWEEP_CORES_OPT" ]; then SWEEP_SOURCE="--cores"
   elif [ -n "${PARTRAIN_CORES:-}" ]; then SWEEP_SOURCE=PARTRAIN_CORES
   elif [ -n "${SLURM_JOB_ID:-}" ] && [[ ${SLURM_CPUS_ON_NODE:-} =~ ^[1-9][0-9]*$ ]]; then SWEEP_SOURCE=SLURM_CPUS_ON_NODE
@@ -456,13 +478,16 @@ sweep_setup() {
     [ -f "$hf" ] && [ -r "$hf" ] || die "--hostfile: cannot read '$hf'"
     s=$(hostfile_slots "$hf") || exit 2   # its die: the line is on stderr already
     read -r s h <<<"$s"
+    [[ $s =~ ^[0-9]+$ ]] || s=99999999999   # awk's 1e+20: above any bound
+    sweep_bound "--hostfile: $hf's slots" "$s" $SWEEP_MAX_RANKS "scripts/mpirun.sh's maximum"
     SWEEP_SLOTS=$s SWEEP_NODES=$h
   fi
   [ "$mode" = full ] || { cap=(quick); gcap=6; }
-  if [ "$mode" = smoke ]; then SWEEP_THREADS=$(sweep_list "$SWEEP_CORES"); else SWEEP_THREADS=$(sweep_list "$SWEEP_CORES" "${cap[@]}"); fi
-  SWEEP_RANKS=$(sweep_list "$SWEEP_SLOTS" "${cap[@]}")
-  SWEEP_GRID=$(grid_list "$SWEEP_CORES" $gcap)
-  SWEEP_PAIRS=$(grid_list "$SWEEP_CORES" $gcap pairs)
+  if [ "$mode" = smoke ]; then SWEEP_THREADS=$(sweep_list "$SWEEP_CORES" full $SWEEP_MAX_THREADS)
+  else SWEEP_THREADS=$(sweep_list "$SWEEP_CORES" "${cap[0]:-full}" $SWEEP_MAX_THREADS); fi
+  SWEEP_RANKS=$(sweep_list "$SWEEP_SLOTS" "${cap[0]:-full}" $SWEEP_MAX_RANKS)
+  SWEEP_GRID=$(grid_list "$SWEEP_CORES" $gcap | sweep_grid_bound)
+  SWEEP_PAIRS=$(grid_list "$SWEEP_CORES" $gcap pairs | sweep_grid_bound)
   [ -z "$SWEEP_THREADS_OPT" ] || SWEEP_THREADS=$SWEEP_THREADS_OPT
   [ -z "$SWEEP_RANKS_OPT" ] || SWEEP_RANKS=$SWEEP_RANKS_OPT
   [ -z "$SWEEP_GRID_OPT" ] || SWEEP_GRID=$SWEEP_GRID_OPT SWEEP_PAIRS=$SWEEP_GRID_OPT

@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# tests/test_scripts_faults.sh — run_all.sh's and scripts/mpirun.sh's own faults (issue 30:
+# ranges, limits, paths, leftovers).
+#   1. Ranges: run_all.sh --cores 999999, --cores 300, a --threads-list or --grid T above
+#      256, PARTRAIN_CORES=999999: one line, exit 2, nothing created; --cores 200 --plan: no
+#      thread count above 256 in any step line. mpirun.sh with P = 10^20 or 70000: one
+#      line, exit 2, no bash arithmetic error.
+#   2. Limits: mpirun.sh 2 under `ulimit -n 20`: one line naming the open-files limit,
+#      exit 2; under a soft limit of 20 with a higher hard one the job runs (raised).
+#   3. Paths: run_all.sh --results myres (and --hostfile hosts) from another directory:
+#      myres is made there, nothing in the checkout.
+#   4. Leftovers: a 2-rank job's OpenMPI files (session directory, vader segments) are in
+#      its own /dev/shm/partrain-mpi.* directory while it runs, and gone within 5 s after
+#      it ends normally, after SIGKILL of mpirun alone and after SIGKILL of its whole
+#      process group; no partrain-mpi.* directory stays in /dev/shm.
+#   5. A fresh machine: make all runs the set-up, then a second make whose probes see
+#      what it installed (an mpicc that appears only during the set-up builds mpi/mpi).
+cd "$(dirname "$0")/.." || exit 1
+. tests/lib.sh
+ROOT=$PWD
+
+one_line_exit2() {   # NAME KEY COMMAND...: exit 2, one stderr line with KEY, no results dir
+  local name=$1 key=$2 rc; shift 2
+  rm -rf "$TMP/bad"
+  timeout 60 "$@" >"$TMP/out" 2>"$TMP/err"; rc=$?
+  if [ $rc = 2 ] && [ "$(wc -l <"$TMP/err")" = 1 ] && grep -q -- "$key" "$TMP/err" &&
+     ! grep -qi 'syntax error\|arithmetic\|value too great' "$TMP/err" && [ ! -e "$TMP/bad" ]; then
+    pass "$name"
+  else
+    fail "$name" "exit $rc, $(wc -l <"$TMP/err") stderr lines: $(head -c 300 "$TMP/err")"
+  fi
+}
+
+# ---- 1. ranges
+one_line_exit2 "run_all --cores 999999 refused" "at most 256" ./run_all.sh --smoke --no-setup --cores 999999 --results "$TMP/bad"
+one_line_exit2 "run_all --cores 300 refused" "at most 256" ./run_all.sh --smoke --no-setup --cores 300 --results "$TMP/bad"
+one_line_exit2 "run_all --cores 10^20 refused" "at most 256" ./run_all.sh --smoke --no-setup --cores 100000000000000000000 --results "$TMP/bad"
+one_line_exit2 "run_all --threads-list 1,512 refused" "--threads-list" ./run_all.sh --smoke --no-setup --threads-list 1,512 --results "$TMP/bad"
+one_line_exit2 "run_all --grid 1x512 refused" "--grid" ./run_all.sh --smoke --no-setup --grid 1x512 --results "$TMP/bad"
+one_line_exit2 "run_all --ranks-list 70000 refused" "--ranks-list" ./run_all.sh --smoke --no-setup --ranks-list 1,70000 --results "$TMP/bad"
+one_line_exit2 "PARTRAIN_CORES=999999 refused" "PARTRAIN_CORES" env PARTRAIN_CORES=999999 ./run_all.sh --smoke --no-setup --results "$TMP/bad"
+plan=$(./run_all.sh --plan --cores 200 --only openmp,hybrid --results "$TMP/bad" 2>&1); rc=$?
+big=$(grep -oE 'T = [0-9, ]+' <<<"$plan" | grep -oE '[0-9]+' | awk '$1 > 256' | head -n 1)
+check "run_all --cores 200 --plan: no thread count above 256 (2C left out)" "exit $rc, $big: $(head -c 300 <<<"$plan")" \
+  eval '[ $rc = 0 ] && [ -z "$big" ] && grep -q "T = 1, 2, 4, 8, 16, 32, 64, 128, 200 " <<<"$plan"'
+if command -v mpirun >/dev/null; then
+  one_line_exit2 "mpirun.sh 10^20 ranks: one line, no arithmetic error" "from 1 to 65536" scripts/mpirun.sh 99999999999999999999 true
+  one_line_exit2 "mpirun.sh 70000 ranks refused" "from 1 to 65536" scripts/mpirun.sh 70000 true
+else
+  skip "mpirun.sh ranges" "mpirun missing (apt-get install openmpi-bin)"
+fi
+
+# ---- 2. the open-files limit
+if command -v mpirun >/dev/null; then
+  one_line_exit2 "mpirun.sh 2 under ulimit -n 20: what is short, in one line" "open-files limit" \
+    bash -c 'ulimit -n 20 && exec scripts/mpirun.sh 2 true'
+  if [ "$(ulimit -Hn)" = unlimited ] || [ "$(ulimit -Hn)" -ge 64 ]; then
+    out=$(bash -c 'ulimit -Sn 20 && exec timeout 60 scripts/mpirun.sh 2 sh -c "ulimit -n"' 2>&1); rc=$?
+    check "mpirun.sh 2 under a soft limit of 20: raised, the job runs" "exit $rc: $out" \
+      eval '[ $rc = 0 ] && [ "$(sort -u <<<"$out")" -ge 44 ]'
+  else
+    skip "mpirun.sh under a low soft limit" "the hard open-files limit is below 64 here"
+  fi
+fi
+
+# ---- 3. relative paths are the caller's
+mkdir -p "$TMP/elsewhere"
+printf 'localhost slots=3\n' >"$TMP/elsewhere/hosts"
+rm -rf "$ROOT/myres"
+out=$(cd "$TMP/elsewhere" && PARTRAIN_EXTRA_STEPS=$ROOT/tests/runall-fake-step.sh PARTRAIN_TEST_FAKE_STEP=1 \
+      timeout 300 "$ROOT/run_all.sh" --smoke --no-setup --only fake --results myres 2>&1); rc=$?
+check "run_all --results myres from another directory: myres made there, not in the checkout" \
+  "exit $rc, $(ls "$TMP/elsewhere"), checkout $([ -e "$ROOT/myres" ] && echo 'has myres' || echo clean): $(tail -n 2 <<<"$out")" \
+  eval '[ $rc = 0 ] && [ -s "$TMP/elsewhere/myres/fake.csv" ] && [ ! -e "$ROOT/myres" ]'
+out=$(cd "$TMP/elsewhere" && "$ROOT/run_all.sh" --plan --only mpi --hostfile hosts --results myres 2>&1); rc=$?
+check "run_all --hostfile hosts from another directory: read there (R = 3)" "exit $rc: $(head -c 300 <<<"$out")" \
+  eval '[ $rc = 0 ] && grep -q "P = 1, 2, 3, 6" <<<"$out"'
+
+# ---- 4. OpenMPI's leftovers
+if command -v mpirun >/dev/null && [ -x mpi/mpi ] && [ -d data/mnist ] && command -v setsid >/dev/null; then
+  shm_ours() { find /dev/shm -maxdepth 1 \( -name 'partrain-mpi.*' -o -name 'vader_segment.*' \) 2>/dev/null | sort; }
+  before=$(shm_ours)
+  JOB=(scripts/mpirun.sh 2 mpi/mpi --data data/mnist --train 4000 --test 100 --epochs 200 --csv none --timeout-step 0)
+  new_dir() {   # the job's private directory once its segments are there (10 s)
+    local d
+    for _ in $(seq 1 100); do
+      d=$(comm -13 <(echo "$before") <(shm_ours) | grep partrain-mpi | head -n 1)
+      [ -n "$d" ] && [ -n "$(find "$d" -name 'vader_segment.*' 2>/dev/null)" ] && { echo "$d"; return; }
+      sleep 0.1
+    done
+  }
+  gone() { for _ in $(seq 1 50); do [ ! -e "$1" ] && return 0; sleep 0.1; done; return 1; }
+  for how in "SIGKILL of mpirun" "SIGKILL of the job's process group"; do
+    setsid "${JOB[@]}" >/dev/null 2>&1 & job=$!
+    d=$(new_dir)
+    check "$how: the job's segments and session directory are in its own directory" "$d: $(ls "$d" 2>&1 | head -c 200)" \
+      eval '[ -n "$d" ] && [ -n "$(find "$d" -maxdepth 1 -name "vader_segment.*")" ] && [ -d "$d"/ompi.* ]'
+    if [ "$how" = "SIGKILL of mpirun" ]; then kill -KILL "$job"; else kill -KILL -- "-$job"; fi
+    wait "$job" 2>/dev/null
+    check "$how: its directory removed within 5 s" "$d still there: $(ls "$d" 2>&1 | head -c 200)" gone "$d"
+    for _ in $(seq 1 50); do pgrep -s "$job" >/dev/null || break; sleep 0.1; done
+    pkill -KILL -s "$job" 2>/dev/null   # a rank left by mpirun's SIGKILL (this test's own session)
+  done
+  timeout 120 scripts/mpirun.sh 2 mpi/mpi --data data/mnist --train 500 --test 100 --epochs 1 --csv none >/dev/null 2>&1; rc=$?
+  sleep 0.5
+  after=$(shm_ours)
+  # (vader_segment.* files of jobs started elsewhere on a shared machine may come and go
+  # meanwhile: only the private directories are this test's to count)
+  check "a job that ends, and the killed ones: no partrain-mpi directory left in /dev/shm" \
+    "exit $rc; new: $(comm -13 <(echo "$before") <(echo "$after") | grep partrain-mpi | head -c 300)" \
+    eval '[ $rc = 0 ] && [ -z "$(comm -13 <(echo "$before") <(echo "$after") | grep partrain-mpi)" ]'
+else
+  skip "OpenMPI's leftovers" "mpirun, mpi/mpi, data/mnist or setsid missing (make all; make data)"
+fi
+
+# ---- 5. a fresh machine: make all sets up first, then builds with what the set-up
+# installed. In a copy of the sources, MPICC names a compiler that does not exist when make
+# starts; the set-up (SETUP, here a stand-in for scripts/setup.sh build) creates it, and the
+# second make, which probes MPI afterwards, must build mpi/mpi with it.
+if command -v mpicc >/dev/null; then
+  F=$TMP/fresh
+  mkdir -p "$F/repo/bench" "$F/bin"
+  cp -r Makefile common serial mpi "$F/repo/" && cp bench/comm.c "$F/repo/bench/"
+  mkdir -p "$F/pkg"
+  printf '#!/bin/sh\nexec mpicc "$@"\n' >"$F/pkg/late-mpicc"   # what the "package" installs
+  printf '#!/bin/sh\n# a stand-in for scripts/setup.sh: installs the compiler\ncp "%s/pkg/late-mpicc" "%s/bin/" && chmod +x "%s/bin/late-mpicc"\n' \
+    "$F" "$F" "$F" >"$F/setup.sh"
+  chmod +x "$F/setup.sh"
+  out=$(timeout $((600 * SLOWDOWN)) make -C "$F/repo" --no-print-directory -j2 all SETUP="$F/setup.sh" MPICC="$F/bin/late-mpicc" \
+        NO_OMP=1 NO_CUDA=1 CXX=false MPICXX=false 2>&1); rc=$?
+  check "make all on a fresh machine: the set-up first, then mpi/mpi built with the mpicc it installed" \
+    "exit $rc: $(grep -E '✓|✗' <<<"$out" | head -c 400)" \
+    eval '[ $rc = 0 ] && [ -x "$F/repo/mpi/mpi" ] && grep -q "✓ mpi/mpi" <<<"$out"'
+else
+  skip "make all on a fresh machine" "mpicc missing (apt-get install libopenmpi-dev)"
+fi
+finish
