@@ -29,10 +29,29 @@
 #   sets it: its hosts share one machine's cores)
 # Environment: MPIRUN (default mpirun), SRUN (default srun), MPIRUN_ARGS (extra mpirun
 #   arguments, split on spaces; under srun only "--mca KEY VALUE" pairs, as OMPI_MCA_KEY=VALUE).
-# Exit status: that of the launcher (the first failing rank's status), 2 on a usage error.
+# Exit status: that of the launcher (the first failing rank's status), 2 on a usage error,
+#   130 when interrupted (SIGINT: Ctrl-C), with one line saying so.
 set -euo pipefail
 
 usage() { echo "mpirun.sh: $*" >&2; exit 2; }
+# The launcher runs as a child, not exec'd, so that an interruption has one answer: on
+# SIGINT (Ctrl-C, to this script or its process group) the launcher gets SIGTERM, which makes
+# mpirun and srun stop every rank, and this script exits 130, the status of every partrain
+# program that was interrupted, with one line saying so. (In the background the launcher
+# ignores SIGINT: a shell without job control starts it so; the trap forwards it as TERM.)
+launch() {
+  local interrupted=0 rc=0 child
+  trap 'interrupted=1; kill -TERM "$child" 2>/dev/null' INT
+  "$@" <&0 &
+  child=$!
+  while :; do
+    rc=0; wait "$child" || rc=$?
+    kill -0 "$child" 2>/dev/null || break   # (wait returned for the trap: the child still runs)
+  done
+  trap - INT
+  if [ $interrupted = 1 ]; then echo "mpirun.sh: interrupted (SIGINT): the job was stopped" >&2; exit 130; fi
+  exit $rc
+}
 bind=0 dry=0 hostfile=${PARTRAIN_HOSTFILE:-}
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -88,7 +107,7 @@ if [ $launcher = srun ]; then
     i=$((i + 3))
   done
   if [ $dry = 1 ]; then echo "env ${env[*]} $srun ${args[*]} $*"; exit 0; fi
-  exec env "${env[@]}" "$srun" "${args[@]}" "$@"
+  launch env "${env[@]}" "$srun" "${args[@]}" "$@"
 fi
 
 mpirun=${MPIRUN:-mpirun}
@@ -108,7 +127,7 @@ fi
 [ $bind = 0 ] || args+=(--bind-to none)
 args+=("${extra[@]}")
 if [ $dry = 1 ]; then echo "$mpirun ${args[*]} $*"; exit 0; fi
-if [ -n "$hostfile" ] || [ -n "${SLURM_JOB_ID:-}" ]; then exec "$mpirun" "${args[@]}" "$@"; fi
+if [ -n "$hostfile" ] || [ -n "${SLURM_JOB_ID:-}" ]; then launch "$mpirun" "${args[@]}" "$@"; fi
 
 # A job on this machine: its open files checked first, its files kept in a directory of its own.
 # mpirun and its ranks hold about 28 + 4 files per rank (pipes, sockets, segments); below
@@ -136,4 +155,4 @@ else   # no flock: poll for the job's end instead
     mpirun-cleanup "$jobdir" $$ </dev/null >/dev/null 2>&1 9>&- &
 fi
 export OMPI_MCA_orte_tmpdir_base=$jobdir OMPI_MCA_btl_vader_backing_directory=$jobdir
-exec "$mpirun" "${args[@]}" "$@"
+launch "$mpirun" "${args[@]}" "$@"

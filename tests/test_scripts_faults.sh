@@ -13,6 +13,8 @@
 #      its own /dev/shm/partrain-mpi.* directory while it runs, and gone within 5 s after
 #      it ends normally, after SIGKILL of mpirun alone and after SIGKILL of its whole
 #      process group; no partrain-mpi.* directory stays in /dev/shm.
+#      Ctrl-C (SIGINT to the job's process group, or to mpirun.sh alone): one line, exit
+#      130, no rank left.
 #   5. A fresh machine: make all runs the set-up, then a second make whose probes see
 #      what it installed (an mpicc that appears only during the set-up builds mpi/mpi).
 cd "$(dirname "$0")/.." || exit 1
@@ -102,15 +104,33 @@ if command -v mpirun >/dev/null && [ -x mpi/mpi ] && [ -d data/mnist ] && comman
     pkill -KILL -s "$job" 2>/dev/null   # a rank left by mpirun's SIGKILL (this test's own session)
   done
   timeout 120 scripts/mpirun.sh 2 mpi/mpi --data data/mnist --train 500 --test 100 --epochs 1 --csv none >/dev/null 2>&1; rc=$?
-  sleep 0.5
-  after=$(shm_ours)
+  for _ in $(seq 1 50); do   # the watchers remove the directories once the jobs are gone (5 s)
+    after=$(shm_ours)
+    [ -z "$(comm -13 <(echo "$before") <(echo "$after") | grep partrain-mpi)" ] && break
+    sleep 0.1
+  done
   # (vader_segment.* files of jobs started elsewhere on a shared machine may come and go
   # meanwhile: only the private directories are this test's to count)
   check "a job that ends, and the killed ones: no partrain-mpi directory left in /dev/shm" \
     "exit $rc; new: $(comm -13 <(echo "$before") <(echo "$after") | grep partrain-mpi | head -c 300)" \
     eval '[ $rc = 0 ] && [ -z "$(comm -13 <(echo "$before") <(echo "$after") | grep partrain-mpi)" ]'
+  # Ctrl-C: SIGINT to the job's process group, as a terminal sends it (the test's own
+  # background jobs start with SIGINT ignored: env --default-signal gives it back), and
+  # SIGINT to mpirun.sh alone; both: one line, exit 130, no rank left
+  for to in "the process group" "mpirun.sh alone"; do
+    setsid env --default-signal=INT "${JOB[@]}" >/dev/null 2>"$TMP/int.err" & job=$!
+    d=$(new_dir)
+    if [ "$to" = "the process group" ]; then kill -INT -- "-$job"; else kill -INT "$job"; fi
+    wait "$job"; rc=$?
+    for _ in $(seq 1 50); do pgrep -s "$job" >/dev/null || break; sleep 0.1; done
+    left=$(pgrep -s "$job" | wc -l)
+    check "mpirun.sh 2 mpi/mpi, SIGINT to $to: exit 130, one line saying so, no rank left" \
+      "exit $rc, $left processes left: $(head -c 300 "$TMP/int.err")" \
+      eval '[ $rc = 130 ] && [ "$left" = 0 ] && grep -q "interrupted (SIGINT)" "$TMP/int.err"'
+    pkill -KILL -s "$job" 2>/dev/null
+  done
 else
-  skip "OpenMPI's leftovers" "mpirun, mpi/mpi, data/mnist or setsid missing (make all; make data)"
+  skip "OpenMPI's leftovers and Ctrl-C" "mpirun, mpi/mpi, data/mnist or setsid missing (make all; make data)"
 fi
 
 # ---- 5. a fresh machine: make all sets up first, then builds with what the set-up
