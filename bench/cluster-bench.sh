@@ -30,6 +30,7 @@
 # without them: one line naming what is missing, exit 2.
 # Exit status: 0; 1 when a run fails; 2 on a usage error or a missing prerequisite.
 set -euo pipefail
+export LC_ALL=C   # numbers in awk/printf/sort do not depend on the locale
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 . bench/lib.sh
 

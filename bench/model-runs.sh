@@ -155,7 +155,9 @@ beside_op() {
 }
 
 common=(--data "$data" --train "$train" --epochs "$epochs" --quiet)
-ser=(env OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 taskset -c 0 serial/serial)
+# serial pinned to the first CPU of this job's own CPU set (a Slurm job's set need not hold CPU 0)
+own_cpu=$(taskset -pc $$ | awk -F': ' '{ split($2, c, /[-,]/); print c[1] }')
+ser=(env OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 taskset -c "$own_cpu" serial/serial)
 ns=$([ "$serial" = 1 ] && wc -w <<<"$serial_batches" || echo 0)
 nh=$(wc -w <<<"$hybrid")
 BENCH_TOTAL=$(( runs * (ns * (1 + 2 * $(wc -w <<<"$openmp")) + $(wc -w <<<"$ranks") * $(wc -w <<<"$batches") * ${#VARIANTS[@]} + nh * $(wc -w <<<"$batches")) ))
