@@ -69,10 +69,9 @@ $BENCH_OWN_CPU_NS >/dev/null 2>&1 || BENCH_OWN_CPU_NS=""
 export BENCH_OWN_CPU_NS
 salloc_launch="${LC[*]} exec ctl salloc --quiet -N $hosts scripts/mpirun.sh"
 run_ranks=$hosts; [ $((2 * hosts)) -gt "$(nproc)" ] || run_ranks+=" $((2 * hosts))"
-# a call over a shaped link takes up to tens of ms: --target-ms 200 gives the large
-# messages about 10 timed calls instead of bench/comm's minimum of 3, so one stalled call
-# does not become the size's time (the fit takes the slowest rank's average)
-comm_extra=(-- --target-ms 200); [ $quick = 0 ] || comm_extra=(--gap-rows "32 256" -- --max-bytes 1048576)
+# bench/comm's fixed counts (100 timed calls below 1 MB, 20 from there on, 20 warm-ups), 3
+# repeats per size so that each row's spread is known
+comm_extra=(-- --repeats 3); [ $quick = 0 ] || comm_extra=(-- --repeats 3 --max-bytes 1048576)
 for r in $rates; do
   "${LC[@]}" rate "$r"
   echo "cluster-bench: $hosts hosts, links $r (tc tbf), comm at P = $hosts and $((2 * hosts))"

@@ -138,7 +138,7 @@ one_run() {
 beside_csv=$(dirname "$csv")/comm-beside.csv
 beside() {
   [ "$beside" = 1 ] && [ -n "$1" ] || return 0
-  "${LAUNCH[@]}" bench/comm --transport "$transport" --ops "$1" --min-bytes 4 --max-bytes 4 --model-sides 28 --target-ms 200 \
+  "${LAUNCH[@]}" bench/comm --transport "$transport" --ops "$1" --min-bytes 4 --max-bytes 4 --model-sides 28 --iters 20 --warmup 5 \
     --csv "$beside_csv" >"$BENCH_TMP/beside.out" 2>&1 ||
     echo "model-runs: bench/comm beside the next run failed: $(tail -n 1 "$BENCH_TMP/beside.out")" >&2
 }
