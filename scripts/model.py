@@ -318,7 +318,8 @@ def statements(rows):
     for a, ns in winners.items():
         out.append(f"Among one rank per node, {a} is the fastest allreduce at {words(ns)} nodes.")
     ratio = [r["reduce+bcast"] / r["recursive doubling"] for r in rows]
-    out.append(f"Reduce+bcast never wins: it costs {min(ratio):.2f}-{max(ratio):.2f}x recursive doubling "
+    span = f"{min(ratio):.2f}x" if f"{min(ratio):.2f}" == f"{max(ratio):.2f}" else f"{min(ratio):.2f}-{max(ratio):.2f}x"
+    out.append(f"Reduce+bcast never wins: it costs {span} recursive doubling "
                "(twice its steps, each of the whole message).")
     h = [r["nodes"] for r in rows if r["hierarchical"] < r["flat"]]
     f = [r["nodes"] for r in rows if r["hierarchical"] >= r["flat"]]
@@ -395,8 +396,9 @@ def validate_cmd(a):
         print(f"{t['transport']} {t['op']} {t['ranks']} {t['nodes']} {t['bytes']} {t['runs']} {t['measured'] * 1e6:.2f} "
               f"{t['spread']:.1%} {t['predicted'] * 1e6:.2f} {t['error']:+.1%} {t['verdict']}")
     for tr, s in sorted(summary(table).items()):
+        worst = f"max |error| {s['max_err']:.1%}" if s["hit"] + s["miss"] else "none judged"
         print(f"{tr}: {s['rows']} held-out rows at P >= 3: {s['hit']} within {a.criterion:.0%}, {s['miss']} outside "
-              f"(max |error| {s['max_err']:.1%}), {s['spread']} whose repeats spread more than {a.criterion:.0%}")
+              f"({worst}), {s['spread']} whose repeats spread more than {a.criterion:.0%}")
     if apart:
         print("P = 1 rows (no exchange; not judged): " + ", ".join(f"{t} {o}" for t, o in apart))
     if a.runs:

@@ -50,7 +50,7 @@ bad=$(awk 'NR > 2 && $1 ~ /^[0-9]+$/ { n[$1] = 1; ring[$1] = $2; rd[$1] = $3; ra
     for (i = 1; i <= m; i++) { k = ns[i]; t["ring"] = ring[k]; t["recursive doubling"] = rd[k]; t["Rabenseifner"] = rab[k]
       for (x in t) if (t[x] < t[a]) print "at " k ": " x " beats " a; seen[k]++ } next }
   /Reduce\+bcast never wins/ { lo = 1e9; hi = 0; for (k in n) { r = rb[k] / rd[k]; if (r < lo) lo = r; if (r > hi) hi = r }
-    want = sprintf("%.2f-%.2fx", lo, hi); if (index($0, want) == 0) print "ratio: want " want; next }
+    want = sprintf("%.2f", lo) == sprintf("%.2f", hi) ? sprintf("%.2fx", lo) : sprintf("%.2f-%.2fx", lo, hi); if (index($0, want) == 0) print "ratio: want " want; next }
   /hierarchical exchange beats/ { s = $0; sub(/.* at /, "", s); sub(/ nodes\.$/, "", s); gsub(/,/, "", s); gsub(/ and /, " ", s)
     m = split(s, ns, " "); for (i = 1; i <= m; i++) if (!(h[ns[i]] < f[ns[i]])) print "hier at " ns[i]; next }
   /beats the hierarchical/ { s = $0; sub(/.* at /, "", s); sub(/ nodes\.$/, "", s); gsub(/,/, "", s); gsub(/ and /, " ", s)
@@ -157,6 +157,12 @@ check "REPORT.md: $(wc -w <<<"$links") image links, each relative, into plots/, 
 check "REPORT.md names no absolute path of a machine (/work/, /tmp/, /home/, /root/)" \
   "$(grep -noE '(^|[ (`])/(work|tmp|home|root)/[^ )]*' results/REPORT.md | head -n 3)" \
   bash -c "! grep -qE '(^|[ (\`])/(work|tmp|home|root)/' results/REPORT.md"
+
+# the committed report's model sentences are the ones the model prints for its projection
+want=$("$PY" $M project | grep -vE '^(#|nodes |[0-9])' | tr '\n' ' ' | sed 's/ $//')
+have=$(sed -n '/^## Performance model/,/^### Validation/p' results/REPORT.md | sed -n 's/^\*\*What this shows:\*\* //p')
+check "results/REPORT.md: the model's 'wins' sentences are those scripts/model.py project generates" "report: $have | model: $want" \
+  [ -n "$want" -a "$have" = "$want" ]
 
 # ---------------------------------------------------------------- the report's section
 mkdir -p "$TMP/res"
