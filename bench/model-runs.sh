@@ -43,9 +43,9 @@
 #   --no-beside     no bench/comm beside the runs (by default, just before every mpi and
 #                   hybrid run with P > 1, bench/comm times that run's exchange, its op at
 #                   4 bytes and at the gradient's size over the same ranks and launcher,
-#                   into comm-beside.csv next to --csv: scripts/model.py validate's same-round
-#                   prediction; this machine's cores and links drift between stretches of
-#                   minutes, NOTES 37)
+#                   into comm-beside.csv next to --csv: what the exchange cost just then, for
+#                   comparing by hand; this machine's cores and links drift between stretches
+#                   of minutes, NOTES 37; the rewritten scripts/model.py does not read it)
 #   --tries, --max-other, --idle-wait   as every benchmark (bench/lib.sh)
 # Exit status: 0; 1 when a run fails; 2 on a usage error or a missing prerequisite.
 set -euo pipefail
@@ -142,7 +142,7 @@ beside() {
     --csv "$beside_csv" >"$BENCH_TMP/beside.out" 2>&1 ||
     echo "model-runs: bench/comm beside the next run failed: $(tail -n 1 "$BENCH_TMP/beside.out")" >&2
 }
-# the bench/comm op of mpi --sync S's exchange at P ranks (scripts/model.py beside_exchange)
+# the bench/comm op of mpi --sync S's exchange at P ranks
 beside_op() {
   local s=$1 p=$2 n=$3 pn=$4
   [ "$p" -gt 1 ] || return 0

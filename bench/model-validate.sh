@@ -22,6 +22,7 @@ export LC_ALL=C
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 die() { echo "model-validate: $*" >&2; exit 2; }
 dir=results/reference/model repeats=10 rate=1gbit
+# shellcheck disable=SC2054  # commas inside bench/comm values
 comm=(--ops allreduce,reduce-bcast --max-bytes 262144 --model-sides 28 --iters 30 --iters-large 10 --large-bytes 65536 --warmup 5)
 while [ $# -gt 0 ]; do
   case "$1" in
