@@ -54,7 +54,7 @@ if [ "$rate" != none ]; then
   for pn in 2:2 3:3 4:4 8:4; do
     p=${pn%:*} n=${pn#*:}
     echo "model-validate: tcp-$rate P=$p on $n hosts"
-    "${LC[@]}" exec ctl salloc --quiet -N "$n" scripts/mpirun.sh "$p" bench/comm --transport "tcp-$rate" \
+    "${LC[@]}" exec ctl env SLURM_CPU_BIND=none salloc --quiet -N "$n" scripts/mpirun.sh "$p" bench/comm --transport "tcp-$rate" \
       --repeats "$repeats" "${comm[@]}" --csv "$tmp/comm.csv" | tail -n 1
   done
 fi
