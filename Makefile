@@ -171,11 +171,12 @@ $(O)mpi/pipeline: mpi/pipeline.c $(COMMON_SRC) $(COMMON_HDR)
 mpi: $(O)mpi/mpi $(O)mpi/pipeline
 
 # bench/comm: the trainers' gradient exchanges timed OSU-style (bench/comm.sh runs it);
-# common/mpi_util.h's hierarchical allreduce, shared with mpi/mpi and hybrid/hybrid
-$(O)bench/comm: bench/comm.c $(COMMON_SRC) $(COMMON_HDR)
+# common/mpi_util.h's hierarchical allreduce, shared with mpi/mpi and hybrid/hybrid; only
+# options.c linked (no data loading, no checkpoints)
+$(O)bench/comm: bench/comm.c common/options.c $(COMMON_HDR)
 	@mkdir -p $(dir $@)
 	@$(if $(HAVE_MPI),true,echo "MPI missing: $(MPICC) not found (apt-get install openmpi-bin libopenmpi-dev)" >&2; false)
-	$(MPICC) $(STD) $(CFLAGS) $(ARCH) $(WARN) $(CPPFLAGS) bench/comm.c $(COMMON_SRC) -o $@ $(LDLIBS)
+	$(MPICC) $(STD) $(CFLAGS) $(ARCH) $(WARN) $(CPPFLAGS) bench/comm.c common/options.c -o $@ -lm
 
 comm: $(O)bench/comm
 

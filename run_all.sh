@@ -30,6 +30,7 @@
 # 2 on a usage error (or an unusable or busy DIR), 130 (143, 129, 131) on SIGINT (SIGTERM,
 # SIGHUP, SIGQUIT). Test hook: PARTRAIN_EXTRA_STEPS=FILE sources FILE's steps (tests/).
 set -uo pipefail
+export LC_ALL=C      # numbers in every script and tool it runs: 0.5, never 0,5
 CALLER_DIR=$PWD
 cd "$(dirname "${BASH_SOURCE[0]}")" || exit 2
 

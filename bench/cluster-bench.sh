@@ -30,6 +30,7 @@
 # without them: one line naming what is missing, exit 2.
 # Exit status: 0; 1 when a run fails; 2 on a usage error or a missing prerequisite.
 set -euo pipefail
+export LC_ALL=C   # numbers in awk/printf/sort do not depend on the locale
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 . scripts/lib.sh
 
@@ -66,12 +67,13 @@ bench_at_exit "${LC[*]} down >/dev/null 2>&1 || true"
 BENCH_OWN_CPU_NS="${LC[*]} cpu-usage"
 $BENCH_OWN_CPU_NS >/dev/null 2>&1 || BENCH_OWN_CPU_NS=""
 export BENCH_OWN_CPU_NS
-salloc_launch="${LC[*]} exec ctl salloc --quiet -N $hosts scripts/mpirun.sh"
+# SLURM_CPU_BIND=none: the hosts share this machine's CPUs, and task/affinity would bind every
+# host's rank to the same CPU 0 (docs/cluster.md)
+salloc_launch="${LC[*]} exec ctl env SLURM_CPU_BIND=none salloc --quiet -N $hosts scripts/mpirun.sh"
 run_ranks=$hosts; [ $((2 * hosts)) -gt "$(nproc)" ] || run_ranks+=" $((2 * hosts))"
-# a call over a shaped link takes up to tens of ms: --target-ms 200 gives the large
-# messages about 10 timed calls instead of bench/comm's minimum of 3, so one stalled call
-# does not become the size's time (the fit takes the slowest rank's average)
-comm_extra=(-- --target-ms 200); [ $quick = 0 ] || comm_extra=(--gap-rows "32 256" -- --max-bytes 1048576)
+# bench/comm's fixed counts (100 timed calls below 1 MB, 20 from there on, 20 warm-ups), 3
+# repeats per size so that each row's spread is known
+comm_extra=(-- --repeats 3); [ $quick = 0 ] || comm_extra=(-- --repeats 3 --max-bytes 1048576)
 for r in $rates; do
   "${LC[@]}" rate "$r"
   echo "cluster-bench: $hosts hosts, links $r (tc tbf), comm at P = $hosts and $((2 * hosts))"
@@ -80,7 +82,7 @@ for r in $rates; do
   if [[ " $run_rates " == *" $r "* ]]; then
     bench/model-runs.sh --no-serial --hybrid "" --transport "tcp-$r" --nodes "$hosts" \
       --ranks "$run_ranks" --batches "64 512" --train "$train" --runs "$runs" \
-      --launcher "${LC[*]} exec ctl salloc --quiet -N {nodes} scripts/mpirun.sh {ranks}" --csv "$dir/model-runs.csv"
+      --launcher "${LC[*]} exec ctl env SLURM_CPU_BIND=none salloc --quiet -N {nodes} scripts/mpirun.sh {ranks}" --csv "$dir/model-runs.csv"
   fi
 done
 echo "cluster-bench: done -> $dir/comm.csv$([ -z "$run_rates" ] || echo ", $dir/model-runs.csv")"

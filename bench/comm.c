@@ -1,127 +1,114 @@
 /*
- * bench/comm.c — OSU-style timing of the trainers' gradient exchanges, P MPI ranks.
+ * bench/comm.c — the trainers' gradient exchanges timed the OSU way, over P MPI ranks.
  *
- * What the data-parallel trainers spend per step on communication depends on the message
- * (the float gradient: the model's parameter bytes), the ranks and the transport; this
- * measures exactly their calls, with their arguments, outside any training:
- *   allreduce     MPI_Allreduce(MPI_IN_PLACE, ..., MPI_SUM, MPI_COMM_WORLD)
+ * Ops (exactly the trainers' calls and arguments, in place, MPI_COMM_WORLD):
+ *   allreduce     MPI_Allreduce(MPI_IN_PLACE, ..., MPI_SUM)
  *   reduce-bcast  MPI_Reduce to rank 0 (in place there) + MPI_Bcast from rank 0
- *   hierarchical  common/mpi_util.h's hier_allreduce(): MPI_Reduce within each node,
- *                 MPI_Allreduce among the node leaders, MPI_Bcast within each node
- *                 (PARTRAIN_RANKS_PER_NODE=K: pseudo-nodes of K ranks, as in the trainers)
- *   iallreduce    MPI_Iallreduce(MPI_IN_PLACE, ...) then MPI_Wait: the call of mpi/mpi's
- *                 --sync overlap (one per layer) with nothing to overlap it, which is what
- *                 it costs when the library progresses it only inside MPI calls
- *   barrier       MPI_Barrier (bytes 0)
- * Sizes: powers of two from --min-bytes to --max-bytes, plus the gradient bytes of the
- * trainers' MLP (--hidden, default the trainers' 256,128; padded per layer as the trainers
- * lay it out) at the image sides of --model-sides (28: the default net; 57 and 112: the
- * imagesize sweep of run_all.sh).
- * Timing (per op and size): one validation call first (each rank sends rank + 1 + i % 3,
- * the sum is exact in float and checked on every rank), then the warm-up calls (dropped),
- * then the timed calls, OSU's way: each after an untimed synchronization of all ranks (a
- * one-double MPI_Allreduce: OSU's barrier, which also tells every rank when to stop), each
- * call timed alone. --back-to-back instead lets them follow each other with nothing
- * between them, as a trainer with little computation per step makes them: one barrier,
- * then each rank times its whole run of calls. --gap-rows R spaces them as a trainer does:
- * between two calls, one training step's computation on R rows (the forward and backward
- * products of the MLP, with the trainers' kernel, common/gemm.h), only the calls timed;
- * the CSV's gap_us is that step's measured time. Over shaped TCP links on shared cores
- * how the calls are spaced, and by what work, changes their time by up to 2x (NOTES 38,
- * 40); scripts/model.py takes that factor from these rows.
- * min/avg/max over the ranks of each rank's average are reduced to rank 0 (as OSU
- * reports). The timed buffer holds zeros (in place, like the trainers; sums stay zero).
- * Iterations: --iters N, or adaptive: about --target-ms of calls (at least 3, at most
- * 100000; --back-to-back: the count comes from the warm-up calls' time, agreed by all ranks),
- * so a slow transport or size costs few calls and a fast one many.
- * Output (rank 0): stdout is a gnuplot table (`#` header lines, one row per size: bytes,
- * then avg min max iterations of each op) and a last line "comm: ... | every sum verified";
- * --dat FILE the same table, that line commented (`# comm: ...`); --csv FILE appends one row per (op, size) in results/comm.csv's schema
- * (COMM_HEADER below; docs/comm.md). Errors: every MPI call checked (common/mpi_util.h);
- * bad flags: one line, exit 2; a wrong sum: one line, exit 1.
+ *   hierarchical  common/mpi_util.h's hier_allreduce(): reduce within each node, allreduce
+ *                 among the node leaders, bcast within each node (PARTRAIN_RANKS_PER_NODE=K:
+ *                 pseudo-nodes of K ranks, as in the trainers)
+ *   iallreduce    MPI_Iallreduce + MPI_Wait (mpi/mpi --sync overlap's call, nothing to overlap)
+ *   barrier       MPI_Barrier (0 bytes)
+ * Sizes: powers of two from --min-bytes to --max-bytes, plus the trainers' gradient bytes
+ * (the MLP of --hidden, padded per layer as the trainers lay it out) at --model-sides.
+ * Timing, as OSU's osu_allreduce: per size, one validation call (each rank sends
+ * rank + 1 + i % 3; the exact float sum is checked on every rank), then --warmup untimed
+ * calls, then the timed calls, each preceded by an untimed MPI_Barrier and timed alone;
+ * --iters of them below --large-bytes, --iters-large at or above. Each rank averages its
+ * timed calls; rank 0 gets min/avg/max of those averages over the ranks. --repeats R runs
+ * the warm-up and timed calls R times (R rows per size: the spread of a measurement).
+ * Bandwidth, as nccl-tests: algbw = bytes / avg time; busbw = algbw x the op's factor:
+ * allreduce, iallreduce, hierarchical 2(P-1)/P (each byte leaves and enters every rank
+ * (P-1)/P times in reduce-scatter and again in allgather), reduce-bcast 2 (a reduce's 1 plus
+ * a broadcast's 1, in the same time), barrier none. busbw compares rows across P.
+ * Output (rank 0): a gnuplot table on stdout (`#` header lines; per size, of the median
+ * repeat: avg min max iterations busbw per op) and a last line "comm: ... | every sum
+ * verified"; --dat FILE the same; --csv FILE appends one row per (op, size, repeat)
+ * (COMM_HEADER; docs/comm.md). Errors: every MPI call checked; bad flags: one line, exit 2;
+ * a wrong sum: one line, exit 1.
  *
- * Compile: make all   (mpicc -std=c11 -O3 bench/comm.c common/{idx,options,results,checkpoint}.c -lz -lm)
- * Run:     scripts/mpirun.sh 4 bench/comm --transport shm --csv results/comm.csv   (bench/comm.sh: P = 2..8)
+ * Compile: make bench/comm  (mpicc bench/comm.c common/options.c: no data or checkpoint code)
+ * Run:     scripts/mpirun.sh 4 bench/comm --transport shm --csv results/comm.csv
  */
 #define _POSIX_C_SOURCE 200809L
+#include <errno.h>
 #include <limits.h>
-#include <math.h>
-#include <stdint.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include <mpi.h>
 
-#include "gemm.h"       /* matmul(): the trainers' kernel, for --gap-rows' step */
-#include "mlp.h"        /* PAD16, alloc_floats */
-#include "options.h"
-#include "results.h"    /* results_check_output */
+#include "mlp.h"        /* PAD16, alloc_floats: the trainers' gradient layout */
+#include "options.h"    /* options_die, options_value, options_long; the trainers' --hidden */
 #include "timer.h"
 
 #define PROGRAM "comm"
-#include "mpi_util.h"   /* rank, nranks, mpi_check(), hier_init(), hier_allreduce() */
+#include "mpi_util.h"   /* rank, nranks, mpi_start, mpi_check, agree_or_die, hier_* */
 
-#define COMM_HEADER "transport,op,ranks,nodes,ranks_per_node,bytes,iterations,min_us,avg_us,max_us,timestamp,gap_us"
+#define COMM_HEADER "transport,op,ranks,nodes,ranks_per_node,bytes,repeat,warmup,iterations,min_us,avg_us,max_us,algbw_gbs,busbw_gbs,timestamp"
 #define MAX_SIZES 64
 #define MAX_SIDES 8
-#define MIN_ITERS 3
-#define MAX_ITERS 100000
-
-// ----------------------------------------------------------------------------
-// options
+#define MAX_ITERS 1000000
+#define MAX_REPEATS 1000
 
 enum op_kind { OP_ALLREDUCE, OP_REDUCE_BCAST, OP_HIERARCHICAL, OP_IALLREDUCE, OP_BARRIER, N_OPS };
 static const char *const OP_NAME[N_OPS] = { "allreduce", "reduce-bcast", "hierarchical", "iallreduce", "barrier" };
 
+/* nccl-tests' bus-bandwidth factor of each op at P ranks (0: no bandwidth) */
+static double busbw_factor(int op, int p) {
+    switch (op) {
+    case OP_REDUCE_BCAST: return 2.0;
+    case OP_BARRIER: return 0.0;
+    default: return 2.0 * (p - 1) / p;
+    }
+}
+
 typedef struct {
-    const char *transport;      /* --transport LABEL [shm] */
-    int ops[N_OPS], n_ops;      /* --ops LIST, in the order given */
-    long min_bytes, max_bytes;  /* --min-bytes, --max-bytes */
-    int sides[MAX_SIDES], n_sides;   /* --model-sides LIST (none: 0 sides) */
-    train_options net;          /* --hidden A,B,... (the trainers' default) */
-    long iters, warmup;         /* --iters (0: adaptive), --warmup */
-    double target_ms;           /* --target-ms */
-    int back_to_back;           /* --back-to-back or --gap-rows: no synchronization between the timed calls */
-    int gap_rows;               /* --gap-rows: a training step on that many rows between two calls */
-    const char *csv, *dat;      /* --csv FILE, --dat FILE (NULL: none) */
+    const char *transport;              /* --transport LABEL [shm] */
+    int ops[N_OPS], n_ops;              /* --ops LIST, in the order given */
+    long min_bytes, max_bytes;          /* --min-bytes, --max-bytes */
+    int sides[MAX_SIDES], n_sides;      /* --model-sides LIST (none: 0 sides) */
+    train_options net;                  /* --hidden A,B,... (the trainers' default) */
+    long iters, iters_large, warmup;    /* --iters, --iters-large, --warmup */
+    long large_bytes;                   /* --large-bytes: from this size on, --iters-large */
+    long repeats;                       /* --repeats */
+    const char *csv, *dat;              /* --csv FILE, --dat FILE (NULL: none) */
 } comm_options;
 
 static void usage(void) {
-    printf("Usage: scripts/mpirun.sh P bench/comm [options]   (bench/comm.sh runs P = 2..8)\n"
-           "Times the trainers' gradient exchanges OSU-style, or back to back (--back-to-back); per call:\n"
-           "min/avg/max over the ranks.\n\n"
-           "  --transport LABEL     the CSV's transport column: shm, tcp, tcp-1gbit, ... [shm]\n"
-           "  --ops LIST            of allreduce, reduce-bcast, hierarchical, iallreduce, barrier [all five]\n"
-           "  --min-bytes N         smallest message, a multiple of 4 [4]\n"
-           "  --max-bytes N         largest power-of-two message: N, N/2, ... down to --min-bytes; 0: none,\n"
-           "                        only the --model-sides sizes [4194304]\n"
-           "  --model-sides LIST    also the trainers' gradient bytes at these image sides, or none [28,57,112]\n"
-           "  --hidden A,B,...      the trainers' hidden layers for those sizes [256,128]\n"
-           "  --iters N             timed iterations per size [adaptive: about --target-ms]\n"
-           "  --target-ms T         adaptive: time calls for about T ms per op and size [20]\n"
-           "  --warmup N            untimed iterations before each size [3]\n"
-           "  --back-to-back        the timed calls follow each other with nothing between them [off: OSU's\n"
-           "                        way, the ranks meet (an untimed MPI_Allreduce) before every timed call]\n"
-           "  --gap-rows R          back to back with one training step's computation on R rows between two\n"
-           "                        calls (the MLP's forward and backward products), as a trainer's ranks\n"
-           "                        compute between their exchanges; the CSV's gap_us is that step's measured\n"
-           "                        time (OSU's way leaves it empty, --back-to-back writes 0)\n"
-           "  --csv FILE            append one row per (op, size) to FILE (header: " COMM_HEADER ") [none]\n"
-           "  --dat FILE            also write stdout's table (gnuplot columns) to FILE [none]\n"
-           "  --help                this text\n"
+    printf("Usage: scripts/mpirun.sh P bench/comm [options]   (bench/comm.sh runs a list of P)\n"
+           "Times the trainers' gradient exchanges the OSU way: an untimed barrier before each timed call;\n"
+           "min/avg/max over the ranks of each rank's average; nccl-tests' algbw and busbw.\n\n"
+           "  --transport LABEL   the CSV's transport column: shm, tcp, tcp-1gbit, ... [shm]\n"
+           "  --ops LIST          of allreduce, reduce-bcast, hierarchical, iallreduce, barrier [all five]\n"
+           "  --min-bytes N       smallest message, a multiple of 4 [4]\n"
+           "  --max-bytes N       largest power-of-two message (0: only the --model-sides sizes) [4194304]\n"
+           "  --model-sides LIST  also the trainers' gradient bytes at these image sides, or none [28,57,112]\n"
+           "  --hidden A,B,...    the trainers' hidden layers for those sizes [256,128]\n"
+           "  --iters N           timed calls per size below --large-bytes [100]\n"
+           "  --iters-large N     timed calls per size from --large-bytes on [20]\n"
+           "  --large-bytes N     where the large sizes start [1048576]\n"
+           "  --warmup N          untimed calls before the timed ones [20]\n"
+           "  --repeats R         warm-up + timed calls R times per size, one row each [1]\n"
+           "  --csv FILE          append one row per (op, size, repeat) (header: " COMM_HEADER ") [none]\n"
+           "  --dat FILE          also write stdout's table (gnuplot columns) to FILE [none]\n"
+           "  --help              this text\n"
            "Environment: PARTRAIN_RANKS_PER_NODE=K  pseudo-nodes of K consecutive ranks (tests, one machine).\n"
            "Exit status: 0 done and every sum verified, 1 a wrong sum or a failed MPI call, 2 bad flags.\n");
 }
 
-/* "a,b,c" of positive ints into v (at most max); status 0, or -1 on a bad list */
+/* "a,b,c" of ints lo..hi into v (at most max); 0, or -1 on a bad list */
 static int parse_ints(const char *s, int *v, int max, int *n, long lo, long hi) {
     *n = 0;
     while (*s) {
         char *end;
+        errno = 0;
         long x = strtol(s, &end, 10);
-        if (end == s || x < lo || x > hi || *n == max || (*end && *end != ',') || (*end == ',' && !end[1])) return -1;
+        if (errno || end == s || x < lo || x > hi || *n == max || (*end && *end != ',') || (*end == ',' && !end[1])) return -1;
         v[(*n)++] = (int)x;
         s = *end ? end + 1 : end;
     }
@@ -137,8 +124,7 @@ static void parse_options(comm_options *o, int argc, char **argv) {
     o->max_bytes = 4L << 20;
     o->sides[0] = 28; o->sides[1] = 57; o->sides[2] = 112; o->n_sides = 3;
     options_defaults(&o->net);
-    o->warmup = 3;
-    o->target_ms = 20;
+    o->iters = 100; o->iters_large = 20; o->large_bytes = 1L << 20; o->warmup = 20; o->repeats = 1;
     int saved = mute_stderr_off_root();
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -150,8 +136,8 @@ static void parse_options(comm_options *o, int argc, char **argv) {
                 options_die(PROGRAM, "--transport: expected a label of a-z 0-9 - _ . (at most 32), got '%s'", o->transport);
         } else if (!strcmp(a, "--ops")) {
             const char *v = options_value(PROGRAM, argc, argv, &i), *p = v;
-            o->n_ops = 0;
             int seen[N_OPS] = { 0 };
+            o->n_ops = 0;
             while (*p) {
                 size_t len = strcspn(p, ",");
                 int k = 0;
@@ -175,15 +161,14 @@ static void parse_options(comm_options *o, int argc, char **argv) {
                 options_die(PROGRAM, "--model-sides: expected up to %d image sides 1..1024 like 28,57 (or none), got '%s'", MAX_SIDES, v);
         } else if (!strcmp(a, "--iters")) {
             o->iters = options_long(PROGRAM, a, options_value(PROGRAM, argc, argv, &i), 1, MAX_ITERS);
+        } else if (!strcmp(a, "--iters-large")) {
+            o->iters_large = options_long(PROGRAM, a, options_value(PROGRAM, argc, argv, &i), 1, MAX_ITERS);
+        } else if (!strcmp(a, "--large-bytes")) {
+            o->large_bytes = options_long(PROGRAM, a, options_value(PROGRAM, argc, argv, &i), 4, 1L << 30);
         } else if (!strcmp(a, "--warmup")) {
             o->warmup = options_long(PROGRAM, a, options_value(PROGRAM, argc, argv, &i), 0, MAX_ITERS);
-        } else if (!strcmp(a, "--target-ms")) {
-            o->target_ms = options_double(PROGRAM, a, options_value(PROGRAM, argc, argv, &i), 0.1, 60000);
-        } else if (!strcmp(a, "--back-to-back")) {
-            o->back_to_back = 1;
-        } else if (!strcmp(a, "--gap-rows")) {
-            o->gap_rows = (int)options_long(PROGRAM, a, options_value(PROGRAM, argc, argv, &i), 1, 65536);
-            o->back_to_back = 1;
+        } else if (!strcmp(a, "--repeats")) {
+            o->repeats = options_long(PROGRAM, a, options_value(PROGRAM, argc, argv, &i), 1, MAX_REPEATS);
         } else if (!strcmp(a, "--csv")) {
             o->csv = options_value(PROGRAM, argc, argv, &i);
         } else if (!strcmp(a, "--dat")) {
@@ -267,149 +252,40 @@ static void run_op(int op, float *buf, int n) {
 /* one call on known data, the sum checked on every rank: the lowest failing rank says
  * where, every rank exits 1 */
 static void validate(int op, float *buf, int n) {
-    if (op == OP_BARRIER) return;
-    for (int i = 0; i < n; i++) buf[i] = (float)(rank + 1 + i % 3);
+    for (long i = 0; i < n; i++) buf[i] = (float)(rank + 1 + i % 3);
     run_op(op, buf, n);
     long bad = -1;
-    for (int i = 0; i < n && bad < 0; i++)
+    for (long i = 0; i < n && bad < 0; i++)
         if (buf[i] != (float)((long)nranks * (nranks + 1) / 2 + (long)nranks * (i % 3))) bad = i;
-    char msg[200];
-    if (bad >= 0)
-        snprintf(msg, sizeof msg, "%s of %ld bytes: rank %d holds %g at float %ld, expected %ld: the sum is wrong",
-                 OP_NAME[op], 4L * n, rank, (double)buf[bad], bad, (long)nranks * (nranks + 1) / 2 + (long)nranks * (bad % 3));
+    char msg[256];
+    snprintf(msg, sizeof msg, "%s of %ld bytes: rank %d holds %g at float %ld, expected %ld: the sum is wrong",
+             OP_NAME[op], 4L * n, rank, bad >= 0 ? (double)buf[bad] : 0.0, bad,
+             (long)nranks * (nranks + 1) / 2 + (long)nranks * (bad >= 0 ? bad % 3 : 0));
     agree_or_die(bad >= 0, msg, 1);
 }
 
-typedef struct { long iters; double min_us, avg_us, max_us, gap_us; } timing;
+typedef struct { long iters; double min_us, avg_us, max_us; } timing;
 
-/* --gap-rows: what a trainer's rank computes between two exchanges, one step's products on
- * R rows of the MLP (side^2 inputs, the --hidden layers, 10 outputs): forward act[l] =
- * act[l-1] . W[l]; backward, per layer from the top, the weight gradient act[l-1]^T . dz
- * and, below the top, dz . W[l]^T. The trainers' kernel and shapes, so the cores and
- * caches are as busy as a step keeps them (a spinning loop is not: NOTES 40). The values
- * are constant (every product starts from the same inputs), so nothing overflows. */
-typedef struct {
-    int rows, layers, size[OPT_MAX_HIDDEN + 2];
-    float *act[OPT_MAX_HIDDEN + 2], *w[OPT_MAX_HIDDEN + 2], *wt[OPT_MAX_HIDDEN + 2], *grad, *delta;
-} step_work;
-
-static int step_init(step_work *s, const train_options *net, int side, int rows) {
-    memset(s, 0, sizeof *s);
-    s->rows = rows;
-    s->layers = net->n_hidden + 1;
-    s->size[0] = side * side;
-    for (int l = 1; l <= s->layers; l++) s->size[l] = l < s->layers ? net->hidden[l - 1] : IDX_CLASSES;
-    long widest = 0, wide_rows = 0;
-    for (int l = 0; l <= s->layers; l++) {
-        s->act[l] = alloc_floats((long)rows * s->size[l]);
-        if (!s->act[l]) return -1;
-        for (long i = 0; i < (long)rows * s->size[l]; i++) s->act[l][i] = 0.01f;
-        if ((long)rows * s->size[l] > wide_rows) wide_rows = (long)rows * s->size[l];
-        if (l == 0) continue;
-        long n = (long)s->size[l - 1] * s->size[l];
-        s->w[l] = alloc_floats(n);
-        s->wt[l] = alloc_floats(n);
-        if (!s->w[l] || !s->wt[l]) return -1;
-        for (long i = 0; i < n; i++) s->w[l][i] = s->wt[l][i] = 0.01f;
-        if (n > widest) widest = n;
-    }
-    s->grad = alloc_floats(widest);
-    s->delta = alloc_floats(wide_rows);
-    return s->grad && s->delta ? 0 : -1;
-}
-
-static void step_free(step_work *s) {
-    for (int l = 0; l <= s->layers; l++) { free(s->act[l]); free(s->w[l]); free(s->wt[l]); }
-    free(s->grad); free(s->delta);
-}
-
-static void step_run(step_work *s) {
-    int R = s->rows;
-    for (int l = 1; l <= s->layers; l++)
-        matmul(R, s->size[l], s->size[l - 1], s->act[l - 1], s->size[l - 1], 1, s->w[l], s->size[l], s->act[l],
-               s->size[l], &EPI_PLAIN);
-    for (int l = s->layers; l >= 1; l--) {
-        int in = s->size[l - 1], out = s->size[l];
-        matmul(in, out, R, s->act[l - 1], 1, in, s->act[l], out, s->grad, out, &EPI_PLAIN);
-        if (l > 1) matmul(R, in, out, s->act[l], out, 1, s->wt[l], in, s->delta, in, &EPI_PLAIN);
-    }
-}
-
-static step_work gap_step;   /* --gap-rows */
-static double step_seconds;  /* one such step, the slowest rank's (for the adaptive count) */
-
-/* the warm-up (dropped), then the timed calls, min/avg/max over the ranks at rank 0. Before
- * each timed call the ranks meet in an untimed MPI_Allreduce of the seconds since the
- * first one (MAX: a barrier that also makes every rank agree when to stop): --iters calls,
- * or adaptive, until about --target-ms have passed (at least MIN_ITERS calls). */
-static timing time_op(const comm_options *o, int op, float *buf, int n) {
-    memset(buf, 0, sizeof(float) * (size_t)n);
-    double w0 = timer_now();
-    for (long it = 0; it < o->warmup; it++) run_op(op, buf, n);
-    timing t = { 0, 0, 0, 0, 0 };
-    double sum = 0.0, gaps = 0.0, start = timer_now(), mine, elapsed = 0.0;
-    if (o->back_to_back) {
-        /* back to back: the count from the warm-up's time per call (slowest rank), one
-         * barrier, then every rank times the whole run */
-        long warm = o->warmup;
-        if (!o->iters && !warm) { run_op(op, buf, n); warm = 1; }   /* an estimate needs one call */
-        mine = warm ? (timer_now() - w0) / (double)warm : 0.0;
-        mpi_check(MPI_Allreduce(&mine, &elapsed, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
-        t.iters = o->iters;
-        if (!t.iters) {
-            double per_call = elapsed + step_seconds;   /* --target-ms bounds the wall time */
-            double want = per_call > 0 ? o->target_ms * 1e-3 / per_call : (double)MAX_ITERS;
-            t.iters = want < MIN_ITERS ? MIN_ITERS : want > MAX_ITERS ? MAX_ITERS : (long)ceil(want);
-        }
+/* OSU's loop: warm-up calls (dropped), then `iters` calls, each after an untimed barrier and
+ * timed alone; this rank's average, then min/avg/max over the ranks at rank 0 */
+static timing time_op(long warmup, long iters, int op, float *buf, int n) {
+    memset(buf, 0, sizeof(float) * (size_t)n);   /* zeros: the in-place sums stay zero */
+    double sum = 0.0;
+    for (long it = 0; it < warmup + iters; it++) {
         mpi_check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
-        if (o->gap_rows) {
-            for (long it = 0; it < t.iters; it++) {   /* each call timed, the step between them apart */
-                double t0 = timer_now();
-                run_op(op, buf, n);
-                double t1 = timer_now();
-                sum += t1 - t0;
-                step_run(&gap_step);
-                gaps += timer_now() - t1;
-            }
-        } else {
-            double t0 = timer_now();
-            for (long it = 0; it < t.iters; it++) run_op(op, buf, n);
-            sum = timer_now() - t0;
-        }
-    }
-    for (; !o->back_to_back;) {
-        mine = timer_now() - start;
-        mpi_check(MPI_Allreduce(&mine, &elapsed, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
-        if (o->iters ? t.iters == o->iters
-                     : t.iters == MAX_ITERS || (t.iters >= MIN_ITERS && elapsed >= o->target_ms * 1e-3)) break;
         double t0 = timer_now();
         run_op(op, buf, n);
-        sum += timer_now() - t0;
-        t.iters++;
+        if (it >= warmup) sum += timer_now() - t0;
     }
-    mine = 1e6 * sum / (double)t.iters;
-    double lo, hi, all;
+    double mine = 1e6 * sum / (double)iters, lo = 0, hi = 0, all = 0;
     mpi_check(MPI_Reduce(&mine, &lo, 1, MPI_DOUBLE, MPI_MIN, 0, MPI_COMM_WORLD), "MPI_Reduce");
     mpi_check(MPI_Reduce(&mine, &hi, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD), "MPI_Reduce");
     mpi_check(MPI_Reduce(&mine, &all, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD), "MPI_Reduce");
-    t.min_us = lo; t.max_us = hi; t.avg_us = all / nranks;
-    mine = 1e6 * gaps / (double)t.iters;   /* --gap-rows: the step's time, mean over the ranks */
-    mpi_check(MPI_Reduce(&mine, &all, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD), "MPI_Reduce");
-    t.gap_us = all / nranks;
-    return t;
+    return (timing){ iters, lo, all / nranks, hi };
 }
 
 // ----------------------------------------------------------------------------
-// output: the table (stdout, --dat), the CSV rows
-
-/* the CSV's gap_us of a row: --gap-rows the step's measured time (rank 0 holds the mean),
- * else fixed (empty: OSU's way; 0: back to back) */
-static const char *gap_of(const comm_options *o, const timing *t, char *fixed) {
-    static char buf[32];
-    if (!o->gap_rows) return fixed;
-    snprintf(buf, sizeof buf, "%.0f", t->gap_us);
-    return buf;
-}
+// output
 
 static void utc_now(char *buf, size_t len) {
     time_t now = time(NULL);
@@ -418,18 +294,21 @@ static void utc_now(char *buf, size_t len) {
     strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
-/* --csv: missing, empty, or headed by COMM_HEADER (else one line, exit 2: before any work) */
-static int check_csv(const char *path, char *err, size_t errlen) {
-    if (!path) return 0;
-    /* (not "--csv": that would check for the trainers' header) */
-    if (results_check_output(path, "--csv file", err, errlen)) return -1;
-    FILE *f = fopen(path, "r");
-    if (!f) return 0;
-    char line[256] = "";
-    int ok = !fgets(line, sizeof line, f) || !strcmp(strtok(line, "\r\n") ? line : "", COMM_HEADER);
-    fclose(f);
-    if (!ok) snprintf(err, errlen, "--csv %s: its header is not bench/comm's (%.40s...): move it away or give another file", path, line);
-    return ok ? 0 : -1;
+/* --csv: absent, empty, or a regular file headed by COMM_HEADER; --dat: absent or a regular
+ * file (else one line, exit 2, before any work) */
+static int check_outputs(const comm_options *o, char *err, size_t len) {
+    struct stat st;
+    if (o->csv && !stat(o->csv, &st)) {
+        if (!S_ISREG(st.st_mode)) { snprintf(err, len, "--csv %s: not a regular file", o->csv); return -1; }
+        FILE *f = fopen(o->csv, "r");
+        char line[512] = "";
+        if (!f) { snprintf(err, len, "--csv %s: cannot be read", o->csv); return -1; }
+        int ok = !fgets(line, sizeof line, f) || !strcmp(strtok(line, "\r\n") ? line : "", COMM_HEADER);
+        fclose(f);
+        if (!ok) { snprintf(err, len, "--csv %s: its header is not bench/comm's (%.40s...): move it away or give another file", o->csv, line); return -1; }
+    }
+    if (o->dat && !stat(o->dat, &st) && !S_ISREG(st.st_mode)) { snprintf(err, len, "--dat %s: not a regular file", o->dat); return -1; }
+    return 0;
 }
 
 /* a growing text buffer (the table and the CSV rows are written once, at the end) */
@@ -452,12 +331,17 @@ static void __attribute__((format(printf, 2, 3))) text_add(text *t, const char *
     t->len += (size_t)n;
 }
 
-static int write_text(const char *path, const char *mode, const text *t, char *err, size_t errlen) {
+static int write_text(const char *path, const char *mode, const text *t, char *err, size_t len) {
     FILE *f = fopen(path, mode);
-    if (!f) { snprintf(err, errlen, "%s: cannot be written", path); return -1; }
+    if (!f) { snprintf(err, len, "%s: cannot be written", path); return -1; }
     int ok = fwrite(t->s ? t->s : "", 1, t->len, f) == t->len;
-    if (fclose(f) || !ok) { snprintf(err, errlen, "%s: write failed", path); return -1; }
+    if (fclose(f) || !ok) { snprintf(err, len, "%s: write failed", path); return -1; }
     return 0;
+}
+
+static int cmp_avg(const void *a, const void *b) {
+    double x = ((const timing *)a)->avg_us, y = ((const timing *)b)->avg_us;
+    return (x > y) - (x < y);
 }
 
 // ----------------------------------------------------------------------------
@@ -467,98 +351,86 @@ int main(int argc, char **argv) {
     mpi_start(&argc, &argv);
     comm_options o;
     parse_options(&o, argc, argv);
-    char err[IDX_ERR_LEN] = "";
-    agree_or_die(rank == 0 && (check_csv(o.csv, err, sizeof err) || results_check_output(o.dat, "--dat", err, sizeof err)), err, 2);
+    char err[512] = "";
+    agree_or_die(rank == 0 && check_outputs(&o, err, sizeof err), err, 2);
     hier_init(&hier);
 
     long sizes[MAX_SIZES], model_bytes[MAX_SIDES];
     int n_sizes = make_sizes(&o, sizes, model_bytes);
-    long biggest = sizes[n_sizes - 1];
-    if (biggest / 4 > INT_MAX) die_all("a message of %ld bytes is more floats than one MPI call can count", biggest);
-    float *buf = alloc_floats(biggest / 4);
-    agree_or_die(!buf, "out of memory", 1);
+    if (sizes[n_sizes - 1] / 4 > INT_MAX) die_all("a message of %ld bytes is more floats than one MPI call can count", sizes[n_sizes - 1]);
+    float *buf = alloc_floats(sizes[n_sizes - 1] / 4);
+    timing *reps = malloc(sizeof(timing) * (size_t)o.repeats);
+    agree_or_die(!buf || !reps, "out of memory", 1);
 
-    /* the table's header: the columns of each op but the barrier (one number, in the header) */
     text table = { 0 }, csv = { 0 };
-    int has_barrier = 0, cols[N_OPS], n_cols = 0;
-    for (int k = 0; k < o.n_ops; k++) {
-        if (o.ops[k] == OP_BARRIER) has_barrier = 1;
-        else cols[n_cols++] = o.ops[k];
-    }
-    char stamp[32], gap[32] = "";   /* gap: the CSV's gap_us, empty for OSU's way */
-    if (o.back_to_back) snprintf(gap, sizeof gap, "0");
-    if (o.gap_rows) {
-        int side = o.n_sides ? o.sides[0] : 28;
-        agree_or_die(step_init(&gap_step, &o.net, side, o.gap_rows), "out of memory", 1);
-        for (int k = 0; k < 3; k++) step_run(&gap_step);   /* warm caches, then time one */
-        double t0 = timer_now(), mine;
-        step_run(&gap_step);
-        mine = timer_now() - t0;
-        mpi_check(MPI_Allreduce(&mine, &step_seconds, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
-    }
+    char stamp[32];
     utc_now(stamp, sizeof stamp);
     text_add(&table, "# bench/comm: transport %s, %d ranks, %d node%s, up to %d ranks per node%s, %s\n", o.transport,
              nranks, hier.nodes, hier.nodes == 1 ? "" : "s", hier.max_node_size,
              hier.pseudo ? " (pseudo-nodes: PARTRAIN_RANKS_PER_NODE)" : "", stamp);
-    if (o.gap_rows)
-        text_add(&table, "# calls back to back, one training step on %d rows between two calls (side %d, not timed: "
-                 "about %.0f us)\n", o.gap_rows, o.n_sides ? o.sides[0] : 28, step_seconds * 1e6);
-    else if (o.back_to_back)
-        text_add(&table, "# calls back to back, nothing between them\n");
-    else
-        text_add(&table, "# calls OSU's way: the ranks meet before every timed call\n");
-    text_add(&table, "# microseconds per call: each rank's average over the timed iterations; avg/min/max over the ranks\n");
+    text_add(&table, "# OSU's way: %ld warm-up calls, then %ld timed calls below %ld bytes and %ld from there on, each after "
+             "an untimed MPI_Barrier; %ld repeat%s per size (the table: the median repeat by avg)\n",
+             o.warmup, o.iters, o.large_bytes, o.iters_large, o.repeats, o.repeats == 1 ? "" : "s");
+    text_add(&table, "# microseconds per call: each rank's average; avg/min/max over the ranks; busbw (GB/s) as nccl-tests\n");
     if (o.n_sides) {
         text_add(&table, "# the trainers' gradient bytes (MLP side*side-");
         for (int l = 0; l < o.net.n_hidden; l++) text_add(&table, "%d-", o.net.hidden[l]);
         text_add(&table, "%d):", IDX_CLASSES);
         for (int k = 0; k < o.n_sides; k++) text_add(&table, " side %d = %ld bytes%s", o.sides[k], model_bytes[k], k + 1 < o.n_sides ? "," : "\n");
     }
+    int has_barrier = 0, cols[N_OPS], n_cols = 0;
+    for (int k = 0; k < o.n_ops; k++) {
+        if (o.ops[k] == OP_BARRIER) has_barrier = 1;
+        else cols[n_cols++] = o.ops[k];
+    }
     if (n_cols) {
-        text_add(&table, "# columns: 1 bytes");
-        for (int c = 0; c < n_cols; c++) text_add(&table, " | %d-%d %s avg min max iterations", 2 + 4 * c, 5 + 4 * c, OP_NAME[cols[c]]);
-        text_add(&table, "\n# bytes");
+        text_add(&table, "# bytes");
         for (int c = 0; c < n_cols; c++)
-            text_add(&table, " %s_avg_us %s_min_us %s_max_us %s_iters", OP_NAME[cols[c]], OP_NAME[cols[c]], OP_NAME[cols[c]], OP_NAME[cols[c]]);
+            text_add(&table, " %1$s_avg_us %1$s_min_us %1$s_max_us %1$s_iters %1$s_busbw_gbs", OP_NAME[cols[c]]);
         text_add(&table, "\n");
     }
     if (rank == 0) { fputs(table.s, stdout); fflush(stdout); }
     size_t printed = table.len;
 
     double t_start = timer_now();
-    if (has_barrier) {
-        validate(OP_BARRIER, buf, 0);
-        timing t = time_op(&o, OP_BARRIER, buf, 0);
-        utc_now(stamp, sizeof stamp);
-        text_add(&csv, "%s,barrier,%d,%d,%d,0,%ld,%.3f,%.3f,%.3f,%s,%s\n", o.transport, nranks, hier.nodes, hier.max_node_size,
-                 t.iters, t.min_us, t.avg_us, t.max_us, stamp, gap_of(&o, &t, gap));
-        text_add(&table, "# barrier: %.3f us avg, %.3f min, %.3f max over the ranks (%ld iterations)\n", t.avg_us, t.min_us,
-                 t.max_us, t.iters);
-    }
-    for (int s = 0; s < n_sizes && n_cols; s++) {
-        int n = (int)(sizes[s] / 4);
-        text_add(&table, "%ld", sizes[s]);
-        for (int c = 0; c < n_cols; c++) {
-            validate(cols[c], buf, n);
-            timing t = time_op(&o, cols[c], buf, n);
-            utc_now(stamp, sizeof stamp);
-            text_add(&csv, "%s,%s,%d,%d,%d,%ld,%ld,%.3f,%.3f,%.3f,%s,%s\n", o.transport, OP_NAME[cols[c]], nranks, hier.nodes,
-                     hier.max_node_size, sizes[s], t.iters, t.min_us, t.avg_us, t.max_us, stamp, gap_of(&o, &t, gap));
-            text_add(&table, " %.3f %.3f %.3f %ld", t.avg_us, t.min_us, t.max_us, t.iters);
+    for (int s = has_barrier ? -1 : 0; s < (n_cols ? n_sizes : 0); s++) {
+        long bytes = s < 0 ? 0 : sizes[s];
+        int n = (int)(bytes / 4);
+        long iters = bytes < o.large_bytes ? o.iters : o.iters_large;
+        if (s >= 0) text_add(&table, "%ld", bytes);
+        for (int c = 0; c < (s < 0 ? 1 : n_cols); c++) {
+            int op = s < 0 ? OP_BARRIER : cols[c];
+            validate(op, buf, n);
+            for (long r = 0; r < o.repeats; r++) {
+                reps[r] = time_op(o.warmup, iters, op, buf, n);
+                double algbw = reps[r].avg_us > 0 ? bytes / reps[r].avg_us / 1e3 : 0.0;
+                utc_now(stamp, sizeof stamp);
+                text_add(&csv, "%s,%s,%d,%d,%d,%ld,%ld,%ld,%ld,%.3f,%.3f,%.3f,%.4f,%.4f,%s\n", o.transport, OP_NAME[op], nranks,
+                         hier.nodes, hier.max_node_size, bytes, r + 1, o.warmup, iters, reps[r].min_us, reps[r].avg_us,
+                         reps[r].max_us, algbw, algbw * busbw_factor(op, nranks), stamp);
+            }
+            qsort(reps, (size_t)o.repeats, sizeof *reps, cmp_avg);
+            timing m = reps[(o.repeats - 1) / 2];
+            if (s < 0)
+                text_add(&table, "# barrier: %.3f us avg, %.3f min, %.3f max over the ranks (%ld iterations)\n", m.avg_us,
+                         m.min_us, m.max_us, m.iters);
+            else
+                text_add(&table, " %.3f %.3f %.3f %ld %.4f", m.avg_us, m.min_us, m.max_us, m.iters,
+                         m.avg_us > 0 ? bytes / m.avg_us / 1e3 * busbw_factor(op, nranks) : 0.0);
         }
-        text_add(&table, "\n");
+        if (s >= 0) text_add(&table, "\n");
         if (rank == 0) { fputs(table.s + printed, stdout); fflush(stdout); }
         printed = table.len;
     }
     double seconds = timer_now() - t_start;
     size_t verdict = table.len;   /* the last line: "# comm: ..." in --dat, "comm: ..." on stdout (NAS style) */
-    text_add(&table, "# comm: %s | %d ranks (%d node%s, up to %d per node) | %d sizes x %d op%s%s | %.1f s | every sum verified%s%s\n",
+    text_add(&table, "# comm: %s | %d ranks (%d node%s, up to %d per node) | %d sizes x %d op%s%s x %ld repeat%s | %.1f s | every sum verified%s%s\n",
              o.transport, nranks, hier.nodes, hier.nodes == 1 ? "" : "s", hier.max_node_size, n_cols ? n_sizes : 0, n_cols,
-             n_cols == 1 ? "" : "s", has_barrier ? " + barrier" : "", seconds, o.csv ? " | csv " : "", o.csv ? o.csv : "");
+             n_cols == 1 ? "" : "s", has_barrier ? " + barrier" : "", o.repeats, o.repeats == 1 ? "" : "s", seconds,
+             o.csv ? " | csv " : "", o.csv ? o.csv : "");
 
     int status = 0;
     if (rank == 0) {
-        fwrite(table.s + printed, 1, verdict - printed, stdout);
         fputs(table.s + verdict + 2, stdout);
         fflush(stdout);
         if (o.csv) {
@@ -575,7 +447,6 @@ int main(int argc, char **argv) {
         if (status) fprintf(stderr, PROGRAM ": %s\n", err);
     }
     hier_free(&hier);
-    if (o.gap_rows) step_free(&gap_step);
-    free(buf); free(table.s); free(csv.s);
+    free(buf); free(reps); free(table.s); free(csv.s);
     return status;
 }

@@ -2,19 +2,17 @@
 # bench/comm.sh — bench/comm (the trainers' gradient exchanges timed OSU-style) at each rank
 # count of --ranks-list, on this machine or across hosts through a launcher prefix.
 #
-# For each P: one run of bench/comm (allreduce, reduce-bcast, hierarchical, iallreduce and barrier at
-# 4 B .. 4 MB and the trainers' gradient bytes; docs/comm.md), then one per row count of
-# --gap-rows: the four exchanges of the default MLP's gradient, back to back with one
-# training step on that many rows between two calls (bench/comm --gap-rows: how a trainer's
-# ranks space them; scripts/model.py's spacing factor), each under the benchmark lock
-# /tmp/partrain-bench.lock with its other load measured and shown (bench_run in scripts/lib.sh).
-# Writes: the rows of every P appended to --csv at the end, at once (header
-#   transport,op,ranks,nodes,ranks_per_node,bytes,iterations,min_us,avg_us,max_us,timestamp,gap_us;
-#   an interrupted run leaves the CSV as it was), and the OSU-style tables to --dat (one
-#   gnuplot index per P, in --ranks-list's order, blocks separated by two blank lines).
+# For each P: one run of bench/comm (allreduce, reduce-bcast, hierarchical, iallreduce and
+# barrier at 4 B .. 4 MB and the trainers' gradient bytes, OSU's way: docs/comm.md) under the
+# benchmark lock /tmp/partrain-bench.lock with its other load measured and shown (bench_run
+# in scripts/lib.sh).
+# Writes: the rows of every P appended to --csv at the end, at once (bench/comm's header
+#   transport,op,ranks,nodes,ranks_per_node,bytes,repeat,warmup,iterations,min_us,avg_us,
+#   max_us,algbw_gbs,busbw_gbs,timestamp; an interrupted run leaves the CSV as it was), and
+#   the tables to --dat (one gnuplot index per P, in --ranks-list's order, blocks separated
+#   by two blank lines).
 #
 # Usage: bench/comm.sh [--ranks-list "2 3 4 5 6 7 8"] [--transport LABEL] [--launcher PREFIX]
-#                      [--gap-rows "16 32 64 128 256 512"] [--gap-max-ranks N]
 #                      [--csv FILE] [--dat FILE]
 #                      [-- BENCH/COMM ARGS...]
 #   --ranks-list L  rank counts, space-separated (default "2 3 4 5 6 7 8")
@@ -29,34 +27,27 @@
 #                   A prefix without {P} starts its own fixed rank count (e.g. 'scripts/
 #                   localcluster.sh exec ctl srun --mpi=pmix -N 3 --ntasks-per-node=2'): it
 #                   runs once, and --ranks-list may not be given
-#   --gap-rows L    rows of the training step between back-to-back calls, one bench/comm run
-#                   each per P (default "16 32 64 128 256 512": the trainers' rows per rank
-#                   at batches 64 and 512 on 1 to 4 ranks; none: OSU's way only)
-#   --gap-max-ranks N  the spaced runs only at P <= N (default: this machine's cores: with
-#                   more ranks than cores the steps between calls time-share the cores,
-#                   outside the model's domain of a core per rank)
 #   --csv FILE      rows appended here (default results/comm.csv; none: no rows)
 #   --dat FILE      the tables (default results/comm-TRANSPORT.dat; none: no file)
-#   -- ARGS         passed to bench/comm (e.g. -- --iters 100 --max-bytes 65536; bench/comm --help)
+#   -- ARGS         passed to bench/comm (e.g. -- --iters 200 --repeats 10 --max-bytes 65536;
+#                   bench/comm --help)
 # Environment: PARTRAIN_RANKS_PER_NODE=K (pseudo-nodes of K ranks for the hierarchical
 #   allreduce on one machine; common/mpi_util.h).
 # Exit status: 0; 1 when a run fails; 2 on a usage error or a missing prerequisite; each
 # with its reason on stderr.
 set -euo pipefail
+export LC_ALL=C   # numbers in awk/printf/sort do not depend on the locale
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 . scripts/lib.sh
 
-HEADER=transport,op,ranks,nodes,ranks_per_node,bytes,iterations,min_us,avg_us,max_us,timestamp,gap_us
+HEADER=transport,op,ranks,nodes,ranks_per_node,bytes,repeat,warmup,iterations,min_us,avg_us,max_us,algbw_gbs,busbw_gbs,timestamp
 ranks_list="2 3 4 5 6 7 8" ranks_given=0 transport=shm launcher='scripts/mpirun.sh {P}' csv=results/comm.csv dat=""
-gap_rows="16 32 64 128 256 512" gap_max=$(nproc)
 extra=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --ranks-list) need_value "$@"; ranks_list=$2 ranks_given=1; shift 2 ;;
     --transport)  need_value "$@"; transport=$2; shift 2 ;;
     --launcher)   need_value "$@"; launcher=$2; shift 2 ;;
-    --gap-rows)   need_value "$@"; gap_rows=$2; shift 2 ;;
-    --gap-max-ranks) need_value "$@"; gap_max=$2; shift 2 ;;
     --csv)        need_value "$@"; csv=$2; shift 2 ;;
     --dat)        need_value "$@"; dat=$2; shift 2 ;;
     --) shift; extra=("$@"); break ;;
@@ -66,9 +57,6 @@ while [ $# -gt 0 ]; do
 done
 [ -n "$(tr -d ' ' <<<"$ranks_list")" ] || die "--ranks-list: empty"
 for p in $ranks_list; do [[ $p =~ ^[1-9][0-9]*$ ]] || die "--ranks-list: not a positive integer: '$p'"; done
-[ "$gap_rows" != none ] || gap_rows=""
-[[ $gap_max =~ ^[1-9][0-9]*$ ]] || die "--gap-max-ranks: a positive integer, got '$gap_max'"
-for g in $gap_rows; do [[ $g =~ ^[1-9][0-9]{0,4}$ ]] && [ "$g" -le 65536 ] || die "--gap-rows: rows 1..65536, space-separated, or none; got '$g'"; done
 [[ $transport =~ ^[a-z0-9._-]{1,32}$ ]] || die "--transport: expected a label of a-z 0-9 - _ . (at most 32), got '$transport'"
 [ -n "$dat" ] || dat=results/comm-$transport.dat
 if [[ $launcher != *"{P}"* ]]; then
@@ -93,15 +81,8 @@ bench_tmp
 bench/comm "${extra[@]}" --help >/dev/null 2>"$BENCH_TMP/err" || die "bench/comm ${extra[*]}: $(head -n 1 "$BENCH_TMP/err")"
 
 rows=$BENCH_TMP/rows.csv
-spaced_at() { [ -n "$gap_rows" ] && { [ "$1" = launcher ] || [ "$1" -le "$gap_max" ]; }; }
-BENCH_TOTAL=0 BENCH_WIDTH=12 BENCH_CUT=200
-for p in $ranks_list; do
-  BENCH_TOTAL=$((BENCH_TOTAL + 1)); ! spaced_at "$p" || BENCH_TOTAL=$((BENCH_TOTAL + $(wc -w <<<"$gap_rows")))
-done
-# the spaced runs: the exchanges of the trainers' steps (no barrier) at the default MLP's
-# gradient, about 300 ms of calls and steps per op
-spaced=(--ops allreduce,reduce-bcast,hierarchical,iallreduce --max-bytes 0 --model-sides 28 --target-ms 300)
-echo "comm: transport $transport, ranks $ranks_list, steps of ${gap_rows:-no} rows between calls (at P <= $gap_max), launcher '$launcher'; rows -> $csv, tables -> $dat"
+BENCH_TOTAL=$(wc -w <<<"$ranks_list") BENCH_WIDTH=12 BENCH_CUT=200
+echo "comm: transport $transport, ranks $ranks_list, launcher '$launcher'; rows -> $csv, tables -> $dat"
 k=0
 for p in $ranks_list; do
   k=$((k + 1))
@@ -109,10 +90,6 @@ for p in $ranks_list; do
   args=(bench/comm --transport "$transport" --csv "$rows" --dat "$BENCH_TMP/$k.dat" "${extra[@]}")
   label=$([ "$p" = launcher ] && echo "launcher" || echo "P=$p")
   bench_run "$label" "${words[@]}" "${args[@]}"
-  spaced_at "$p" || continue
-  for g in $gap_rows; do
-    bench_run "$label step $g" "${words[@]}" bench/comm --transport "$transport" --csv "$rows" "${extra[@]}" "${spaced[@]}" --gap-rows "$g"
-  done
 done
 if [ "$dat" != none ]; then
   for ((i = 1; i <= k; i++)); do

@@ -77,7 +77,12 @@ rows=$BENCH_TMP/rows.csv   # this invocation's rows, appended to the CSV at the 
 BENCH_CSV=$rows BENCH_TOTAL=$((1 + ${#GRID[@]})) BENCH_WIDTH=16
 echo "hybrid-grid: $data$([ "$train" = 0 ] || echo " (first $train)"), batch $batch, $epochs epochs, P x T ${GRID[*]}," \
      "$SWEEP_CORES cores$([ "$SWEEP_CORES" = "$cores" ] || echo " ($cores real)"); rows -> $csv"
-bench_run "serial" taskset -c $((cores > 1 ? 1 : 0)) serial/serial "${common[@]}"
+# serial pinned to the second CPU of this job's own CPU set (the first when it has one): a
+# Slurm job's set need not hold CPUs 0 or 1
+own_cpu=$(taskset -pc $$ | awk -F': ' '{ n = 0; m = split($2, r, ","); for (i = 1; i <= m && n < 2; i++) {
+  k = split(r[i], e, "-"); lo = e[1]; hi = (k > 1 ? e[2] : e[1]); for (c = lo; c <= hi && n < 2; c++) cpu[++n] = c }
+  print cpu[n] }')
+bench_run "serial" taskset -c "$own_cpu" serial/serial "${common[@]}"
 for pt in "${GRID[@]}"; do
   p=${pt%x*} t=${pt#*x}
   policy=(); [ $((p * t)) -le "$cores" ] || policy=(OMP_WAIT_POLICY=passive)

@@ -43,9 +43,9 @@
 #   --no-beside     no bench/comm beside the runs (by default, just before every mpi and
 #                   hybrid run with P > 1, bench/comm times that run's exchange, its op at
 #                   4 bytes and at the gradient's size over the same ranks and launcher,
-#                   into comm-beside.csv next to --csv: scripts/model.py validate's same-round
-#                   prediction; this machine's cores and links drift between stretches of
-#                   minutes, NOTES 37)
+#                   into comm-beside.csv next to --csv: what the exchange cost just then, for
+#                   comparing by hand; this machine's cores and links drift between stretches
+#                   of minutes; the rewritten scripts/model.py does not read it)
 #   --tries, --max-other, --idle-wait   as every benchmark (scripts/lib.sh)
 # Exit status: 0; 1 when a run fails; 2 on a usage error or a missing prerequisite.
 export LC_ALL=C   # numbers in awk, printf and sort: a '.' whatever the caller's locale
@@ -139,11 +139,11 @@ one_run() {
 beside_csv=$(dirname "$csv")/comm-beside.csv
 beside() {
   [ "$beside" = 1 ] && [ -n "$1" ] || return 0
-  "${LAUNCH[@]}" bench/comm --transport "$transport" --ops "$1" --min-bytes 4 --max-bytes 4 --model-sides 28 --target-ms 200 \
+  "${LAUNCH[@]}" bench/comm --transport "$transport" --ops "$1" --min-bytes 4 --max-bytes 4 --model-sides 28 --iters 20 --warmup 5 \
     --csv "$beside_csv" >"$BENCH_TMP/beside.out" 2>&1 ||
     echo "model-runs: bench/comm beside the next run failed: $(tail -n 1 "$BENCH_TMP/beside.out")" >&2
 }
-# the bench/comm op of mpi --sync S's exchange at P ranks (scripts/model.py beside_exchange)
+# the bench/comm op of mpi --sync S's exchange at P ranks
 beside_op() {
   local s=$1 p=$2 n=$3 pn=$4
   [ "$p" -gt 1 ] || return 0
@@ -156,7 +156,9 @@ beside_op() {
 }
 
 common=(--data "$data" --train "$train" --epochs "$epochs" --quiet)
-ser=(env OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 taskset -c 0 serial/serial)
+# serial pinned to the first CPU of this job's own CPU set (a Slurm job's set need not hold CPU 0)
+own_cpu=$(taskset -pc $$ | awk -F': ' '{ split($2, c, /[-,]/); print c[1] }')
+ser=(env OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 taskset -c "$own_cpu" serial/serial)
 ns=$([ "$serial" = 1 ] && wc -w <<<"$serial_batches" || echo 0)
 nh=$(wc -w <<<"$hybrid")
 BENCH_TOTAL=$(( runs * (ns * (1 + 2 * $(wc -w <<<"$openmp")) + $(wc -w <<<"$ranks") * $(wc -w <<<"$batches") * ${#VARIANTS[@]} + nh * $(wc -w <<<"$batches")) ))

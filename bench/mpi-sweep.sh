@@ -109,7 +109,9 @@ if wants strong; then
   args=(--data "$data" --batch "$batch" --epochs "$epochs" --quiet)
   [ "$strong_train" -eq 0 ] || args+=(--train "$strong_train")
   echo "strong scaling: $([ "$strong_train" -eq 0 ] && echo 'all training samples' || echo "$strong_train samples"), global batch $batch -> $csv"
-  run "serial (1 core)" env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 taskset -c 0 serial/serial "${args[@]}"
+  # pinned to the first CPU of this job's own CPU set (a Slurm job's set need not hold CPU 0)
+  own_cpu=$(taskset -pc $$ | awk -F': ' '{ split($2, c, /[-,]/); print c[1] }')
+  run "serial (1 core)" env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 taskset -c "$own_cpu" serial/serial "${args[@]}"
   for p in $ranks; do
     # shellcheck disable=SC2086  # the variant's flags, e.g. "--sync allreduce"
     for s in "${VARIANTS[@]}"; do run "mpi $s P=$p" scripts/mpirun.sh "$p" mpi/mpi ${VARIANT_FLAGS[$s]} "${args[@]}"; done

@@ -1,63 +1,47 @@
-# plots/model.gp — the alpha-beta model's projection (scripts/model.py project): efficiency
-# vs nodes per global batch and per link, one gradient exchange vs message size per
-# algorithm, and the global batch that keeps 80 % efficiency.
+# plots/model.gp — scripts/model.py's projection: one exchange of the MLP's gradient vs nodes
+# per algorithm (α-β, Thakur, Rabenseifner & Gropp 2005), the same vs message size at 16
+# nodes, and the global batch that keeps 80 % efficiency.
 #
-# Driven by scripts/plot.sh (`make plots`), which first runs scripts/model.py project:
-#   gnuplot -e "dir='results'; out='plots/model.png'; subtitle='...'" plots/model.gp
-# Reads DIR/model-eff-batch.dat and DIR/model-eff-link.dat (one gnuplot index block per
-# line, titles one a line in the matching *-index.dat), DIR/model-algos.dat (bytes, then
-# seconds per algorithm) and DIR/model-batch80.dat (nodes, then the batch per program x
-# link; "-" where none reaches 80 %). Their `#` headers name the columns.
+# Driven by scripts/plot.sh (`make plots`), which first runs scripts/model.py project --outdir:
+#   gnuplot -e "dir='results'; out='plots/model.png'" plots/model.gp
+# Reads DIR/model-projection.dat (nodes, then µs per exchange, then the batch; "-" none) and
+# DIR/model-sizes.dat (bytes, then µs per algorithm). Legends sit below each plot, never on a
+# curve; axes are labelled 10^k; titles name no file.
 
 if (!exists("dir")) dir = 'results'
 if (!exists("out")) out = 'plots/model.png'
-if (!exists("subtitle")) subtitle = ''
-count(idx) = int(system(sprintf("grep -c . '%s' 2>/dev/null || true", idx)))
-title_of(idx, i) = system(sprintf("sed -n '%dp' '%s'", i, idx))
-hdr(f) = system(sprintf("sed -n 2p '%s' | sed 's/^# *//'", f))
-nb = count(dir.'/model-eff-batch-index.dat')
-nl = count(dir.'/model-eff-link-index.dat')
-h80 = hdr(dir.'/model-batch80.dat')
-halg = hdr(dir.'/model-algos.dat')
+proj = dir.'/model-projection.dat'
+sizes = dir.'/model-sizes.dat'
 
 if (strstrt(GPVAL_TERMINALS, "pngcairo") > 0) {
-    set terminal pngcairo size 1500,1100 enhanced font "Sans,11" linewidth 1.5
+    set terminal pngcairo size 1500,650 enhanced font "Sans,11" linewidth 1.5
 } else {
-    set terminal png size 1500,1100 font "Sans,11" linewidth 2
+    set terminal png size 1500,650 enhanced font "Sans,11" linewidth 2
 }
 set output out
-set multiplot layout 2,2 title "alpha-beta model (scripts/model.py, docs/model.md)\n".subtitle noenhanced
+set multiplot layout 1,3 title "alpha-beta model: 940,608-byte gradient, alpha 2 us, 100 Gbit/s, 64 ranks per node"
 set grid lc rgb "#c8c8c8"
 set datafile missing "-"
-set key bottom left box opaque noenhanced samplen 2 font ",9"
-
-set logscale x 2
-set xlabel "nodes P"
-set xrange [0.8:1300]
-set ylabel "efficiency (1-node epoch / (P x P-node epoch))"
-set yrange [0:1.05]
-set title "efficiency vs nodes per global batch (100 Gbit/s)"
-plot for [i=1:nb] dir.'/model-eff-batch.dat' index (i-1) using 1:4 with linespoints lt i pt 7 ps 0.6 title title_of(dir.'/model-eff-batch-index.dat', i), \
-     0.8 with lines dt 2 lc rgb "black" title "80 %"
-
-set title "efficiency vs nodes at global batch 1024, per program and link"
-plot for [i=1:nl] dir.'/model-eff-link.dat' index (i-1) using 1:4 with linespoints lt i pt 7 ps 0.6 title title_of(dir.'/model-eff-link-index.dat', i), \
-     0.8 with lines dt 2 lc rgb "black" title "80 %"
-
-set title "one gradient exchange vs message size, 16 nodes, 100 Gbit/s"
+set key below box samplen 2 font ",9" maxrows 4 spacing 0.9
+set bmargin 9
 set logscale xy
-set xlabel "bytes per rank"
-set ylabel "seconds"
-set xrange [*:*]
-set yrange [*:*]
-set key top left
-plot for [c=2:words(halg)] dir.'/model-algos.dat' using 1:c with lines lw 2 lt (c-1) title word(halg, c)
+set format x "10^{%L}"
+set format y "10^{%L}"
 
-set title "global batch needed for 80 % efficiency"
-set logscale xy 2
-set xlabel "nodes P"
-set ylabel "global batch"
-set xrange [1.6:1300]
-set yrange [*:*]
-plot for [c=2:words(h80)] dir.'/model-batch80.dat' using 1:c with linespoints lt (c-1) pt 7 ps 0.6 title word(h80, c)
+set title "one exchange vs nodes"
+set xlabel "nodes"
+set ylabel "microseconds"
+plot proj u 1:2 w lp pt 7 ps 0.6 t "ring", '' u 1:3 w lp pt 5 ps 0.6 t "recursive doubling", \
+     '' u 1:4 w lp pt 9 ps 0.8 t "Rabenseifner", '' u 1:5 w lp pt 11 ps 0.6 dt 2 t "reduce+bcast (2x rec. doubling)", \
+     '' u 1:6 w lp pt 13 ps 0.6 t "hierarchical, 64 ranks/node", '' u 1:7 w lp pt 3 ps 0.6 t "best flat, link shared"
+
+set title "one exchange vs message size, 16 nodes"
+set xlabel "bytes"
+plot sizes u 1:2 w lp pt 7 ps 0.5 t "ring", '' u 1:3 w lp pt 5 ps 0.5 t "recursive doubling", \
+     '' u 1:4 w lp pt 9 ps 0.6 t "Rabenseifner", '' u 1:5 w lp pt 11 ps 0.5 dt 2 t "reduce+bcast"
+
+set title "global batch for 80 % efficiency"
+set xlabel "nodes"
+set ylabel "samples"
+plot proj u 1:8 w lp pt 7 ps 0.6 t "against the faster 64-rank exchange"
 unset multiplot

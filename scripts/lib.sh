@@ -43,6 +43,7 @@
 # Shell only; no global state beyond the variables named here and BENCH_*.
 # shellcheck shell=bash
 # shellcheck disable=SC2034  # PY, VARIANT_FLAGS, BENCH_*: for the scripts that source this
+export LC_ALL=C   # numbers read and printed the same under every locale (0.5, never 0,5)
 
 PARTRAIN_PYTHON=${PARTRAIN_PYTHON:-/usr/bin/python3}
 export PARTRAIN_PYTHON

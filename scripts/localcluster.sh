@@ -6,7 +6,8 @@
 #   up N             start N hosts node1..nodeN (each its own network and UTS namespace, so
 #                    its own hostname and address), slurmctld on host "ctl", one munged;
 #                    a second `up` with the same N does nothing, another N restarts it
-#   down             stop every daemon, delete the namespaces and DIR (safe to repeat)
+#   down             stop every daemon, delete the namespaces and DIR (safe to repeat); only a
+#                    DIR that holds this script's marker with this NAME (DIR/.localcluster)
 #   status           the hosts, their addresses, sinfo's view
 #   exec HOST CMD... run CMD inside HOST's namespaces (HOST: node1..nodeN or ctl) with
 #                    SLURM_CONF set and the cluster's MPI settings exported, e.g.
@@ -35,12 +36,19 @@
 #   N x CPUs exceed them (N >= 2): a rank that spins while it waits in MPI would otherwise
 #   starve the ranks of the other "hosts".
 # Files: everything (munge key and socket, slurm.conf, state, spools, logs, TmpFS=DIR/%n)
-#   under DIR (--dir, or PARTRAIN_CLUSTER_DIR, default /tmp/partrain-cluster).
+#   under DIR (--dir, or PARTRAIN_CLUSTER_DIR, default /tmp/partrain-cluster). DIR/.localcluster
+#   names the cluster that made DIR; /run/partrain-localcluster/NAME names the DIR of the
+#   cluster NAME. `up` refuses (exit 2) a DIR that exists without that marker or with
+#   another NAME's, and a NAME whose namespaces belong to another DIR; `down` refuses the
+#   same, so it never deletes a directory or kills daemons it did not make.
+# Binding: TaskPlugin=task/affinity, as at a site: a step's task is bound to its CPUs
+#   (srun --cpus-per-task), so a rank's threads squeezed onto one CPU show.
 # Needs root, ip/tc (iproute2), unshare/nsenter (util-linux), and the packages slurmctld
 # slurmd slurm-client munge slurm-wlm-basic-plugins (scripts/setup.sh test installs them).
 # Exit status: 0; 1 when a step fails (its log named); 2 on a usage error or a missing
 # prerequisite, with the reason on stderr.
 set -euo pipefail
+export LC_ALL=C
 
 die() { echo "localcluster: $*" >&2; exit 2; }
 fail() { echo "localcluster: $*" >&2; exit 1; }
@@ -73,6 +81,24 @@ prereqs() {
   [ ${#miss[@]} = 0 ] || die "missing ${miss[*]} (apt-get install slurmctld slurmd slurm-client munge slurm-wlm-basic-plugins)"
 }
 nodes() { cat "$dir/nodes" 2>/dev/null || echo 0; }
+# ownership: DIR's marker names the cluster that made it; REG names the DIR of cluster PFX
+MARK=$dir/.localcluster REG=/run/partrain-localcluster/$PFX
+# owned_or_die WHAT: exit 2 unless DIR is absent or made by this script for NAME, and NAME's
+# namespaces are absent or DIR's
+owned_or_die() {
+  if [ -e "$dir" ] || [ -L "$dir" ]; then
+    [ -d "$dir" ] && [ ! -L "$dir" ] && [ -f "$MARK" ] ||
+      die "$1: $dir exists and was not made by scripts/localcluster.sh (no $MARK): not touched"
+    [ "$(cat "$MARK")" = "partrain-localcluster $PFX" ] ||
+      die "$1: $dir holds another cluster ($(cat "$MARK")): give its --name or another --dir"
+  fi
+  if [ -f "$REG" ] && [ "$(cat "$REG")" != "$dir" ]; then
+    die "$1: the cluster '$PFX' runs from $(cat "$REG"): give that --dir or another --name"
+  fi
+  if [ ! -f "$REG" ] && [ -n "$(our_netns)" ] && [ ! -f "$MARK" ]; then
+    die "$1: namespaces $PFX-* exist but no cluster '$PFX' is recorded: not touched (ip netns list)"
+  fi
+}
 ns_of() { case "$1" in ctl) echo $PFX-ctl ;; node[1-9]*) echo "$PFX-$1" ;; *) return 1 ;; esac; }
 addr_of() { case "$1" in ctl) echo $NET.254 ;; node*) echo "$NET.${1#node}" ;; esac; }
 # at HOST CMD...: run CMD in HOST's network and UTS namespaces (nsenter, not `ip netns exec`,
@@ -113,7 +139,7 @@ SlurmdPidFile=$dir/%n/slurmd.pid
 SlurmdLogFile=$dir/%n/slurmd.log
 TmpFS=$dir/%n/tmp
 ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
+TaskPlugin=task/affinity
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 SwitchType=switch/none
@@ -136,7 +162,11 @@ up() {
   local n=$1 h i t0 ns
   t0=$(date +%s.%N)
   if [ "$(nodes)" = "$n" ] && alive; then echo "localcluster: $n hosts already up ($dir)"; return 0; fi
+  owned_or_die up
   if [ -e "$dir" ] || [ -n "$(our_netns)" ]; then down >/dev/null; fi
+  mkdir -p "$(dirname "$dir")" && mkdir "$dir" || fail "cannot create $dir"
+  echo "partrain-localcluster $PFX" >"$MARK"
+  mkdir -p /run/partrain-localcluster && echo "$dir" >"$REG"
   mkdir -p "$dir"/{munge,ctl/state,uts}
   chmod 700 "$dir/munge"
   echo "$n" >"$dir/nodes"
@@ -226,6 +256,7 @@ alive() {   # every daemon of the cluster runs
 
 down() {
   local f left ns
+  owned_or_die down
   # SIGKILL at once: DIR, with every state the daemons would save, is deleted anyway (on
   # SIGTERM they take ~2 s to exit)
   for f in "$dir"/node*/slurmd.pid "$dir/ctl/slurmctld.pid" "$dir/munge/munged.pid"; do
@@ -238,7 +269,8 @@ down() {
     ip netns delete "$ns" 2>/dev/null || true
   done
   for f in "$dir"/uts/*; do [ -e "$f" ] && umount "$f" 2>/dev/null || true; done
-  rm -rf "$dir"
+  [ ! -f "$MARK" ] || rm -rf "$dir"
+  rm -f "$REG"
   local cg i; cg=$(cgroup_dir)
   for i in 1 2 3 4 5; do [ -z "$cg" ] || rmdir "$cg" 2>/dev/null && break; sleep 0.1; done
   echo "localcluster: down"

@@ -17,7 +17,10 @@
 #                   nodes) -n P COMMAND (a failing rank ends the step, as under mpirun; Debian's OpenMPI
 #                   4.1 starts under Slurm's pmix plugin; --mpi=pmi2 does not), or mpirun
 #                   (which reads the allocation and starts its daemons with srun) when this
-#                   srun has no pmix plugin; PARTRAIN_LAUNCHER=srun|mpirun forces one
+#                   srun has no pmix plugin; PARTRAIN_LAUNCHER=srun|mpirun forces one.
+#                   With SLURM_CPUS_PER_TASK set (sbatch --cpus-per-task): srun --cpus-per-task
+#                   of it (each rank bound to that many CPUs, not --cpu-bind=none) and the
+#                   ranks' OMP_NUM_THREADS of it unless already set
 # Settings, the same everywhere (under srun as OMPI_MCA_* variables, as mpirun's --mca):
 #   OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1   OpenMPI refuses root otherwise
 #   pml ob1          skips probing the UCX/OFI stacks: ~150 ms start-up, not ~370 ms
@@ -32,6 +35,7 @@
 # Exit status: that of the launcher (the first failing rank's status), 2 on a usage error,
 #   130 when interrupted (SIGINT: Ctrl-C), with one line saying so.
 set -euo pipefail
+export LC_ALL=C
 
 usage() { echo "mpirun.sh: $*" >&2; exit 2; }
 # The launcher runs as a child, not exec'd, so that an interruption has one answer: on
@@ -98,7 +102,16 @@ if [ $launcher = srun ]; then
     args+=(--overcommit)
     [ -n "${OMPI_MCA_mpi_yield_when_idle:-}" ] || env+=(OMPI_MCA_mpi_yield_when_idle=1)
   fi
-  [ $bind = 0 ] || args+=(--cpu-bind=none)
+  # srun does not inherit sbatch's --cpus-per-task (Slurm >= 22.05): without it, under
+  # task/affinity or task/cgroup, each rank gets one CPU for all its threads. With it, a rank's
+  # threads are bound to its own CPUs (so no --cpu-bind=none), and OMP_NUM_THREADS defaults to them
+  cpt=${SLURM_CPUS_PER_TASK:-}
+  if [[ $cpt =~ ^[1-9][0-9]*$ ]]; then
+    args+=(--cpus-per-task="$cpt")
+    [ -n "${OMP_NUM_THREADS:-}" ] || env+=(OMP_NUM_THREADS="$cpt")
+  else
+    [ $bind = 0 ] || args+=(--cpu-bind=none)
+  fi
   i=0
   while [ $i -lt ${#extra[@]} ]; do
     [ "${extra[$i]}" = --mca ] && [ $((i + 2)) -lt ${#extra[@]} ] ||

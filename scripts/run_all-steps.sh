@@ -5,6 +5,7 @@
 # returns 0 (done), 3 (skipped: its skip_note says why) or anything else (failed).
 # shellcheck shell=bash
 # shellcheck disable=SC2154  # mode, results, C, ...: run_all.sh's
+export LC_ALL=C
 # one pinned core, one thread, OpenBLAS choosing its own kernels
 PIN1=(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
       MKL_NUM_THREADS=1 taskset -c 0)
@@ -375,9 +376,9 @@ model_data() {
   case $mode in
     full)  bench '/^\[[0-9]*\/[0-9]*\] /p' bench/comm.sh --transport shm --ranks-list "$ranks" --csv "$results/comm.csv" --dat "$results/comm-shm.dat" || return 1
            bench '/^\[[0-9]*\/[0-9]*\] /p' bench/model-runs.sh --ranks "$ONE_C" --csv "$results/model-runs.csv" || return 1 ;;
-    quick) bench '/^\[[0-9]*\/[0-9]*\] /p' bench/comm.sh --transport shm --ranks-list "$ranks" --gap-rows "32 256" --csv "$results/comm.csv" --dat "$results/comm-shm.dat" -- --max-bytes 1048576 || return 1
+    quick) bench '/^\[[0-9]*\/[0-9]*\] /p' bench/comm.sh --transport shm --ranks-list "$ranks" --csv "$results/comm.csv" --dat "$results/comm-shm.dat" -- --max-bytes 1048576 || return 1
            bench '/^\[[0-9]*\/[0-9]*\] /p' bench/model-runs.sh --ranks "$ONE_C" --train 4000 --serial-batches "16 64 256" --hybrid "" --csv "$results/model-runs.csv" || return 1 ;;
-    smoke) bench '/^\[[0-9]*\/[0-9]*\] /p' bench/comm.sh --transport shm --ranks-list 2 --gap-rows "32 256" --csv "$results/comm.csv" --dat "$results/comm-shm.dat" -- --max-bytes 65536 --iters 20 || return 1
+    smoke) bench '/^\[[0-9]*\/[0-9]*\] /p' bench/comm.sh --transport shm --ranks-list 2 --csv "$results/comm.csv" --dat "$results/comm-shm.dat" -- --max-bytes 65536 --iters 20 || return 1
            bench '/^\[[0-9]*\/[0-9]*\] /p' bench/model-runs.sh --data data/mnist --train 1000 --epochs 2 --ranks "1 2" --batches 64 --serial-batches "16 64" --hybrid "" --csv "$results/model-runs.csv" || return 1 ;;
   esac
   local cl=(bench/cluster-bench.sh --dir "$results" --run-rates "1gbit 10gbit")

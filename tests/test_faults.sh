@@ -256,11 +256,10 @@ check "a finished checkpoint resumed twice with --csv: no new row, said once eac
 
 # ---- 8. locales
 unset_c=""
-for f in bench/*.sh scripts/*.sh; do
-  case $f in bench/lib.sh|bench/comm.sh|bench/cluster-bench.sh|scripts/mpirun.sh|scripts/localcluster.sh) continue ;; esac
-  grep -qE '\b(awk|printf|sort)\b' "$f" && ! grep -q '^export LC_ALL=C' "$f" && unset_c="$unset_c $f"
+for f in run_all.sh bench/*.sh scripts/*.sh scripts/slurm/lib.sh; do
+  grep -qE '\b(awk|printf|sort)\b' "$f" && ! grep -qE '^ *export LC_ALL=C' "$f" && unset_c="$unset_c $f"
 done
-check "every bench/ and scripts/ shell script with awk, printf or sort sets LC_ALL=C" "missing in:$unset_c" [ -z "$unset_c" ]
+check "run_all.sh and every bench/ and scripts/ shell script with awk, printf or sort sets LC_ALL=C" "missing in:$unset_c" [ -z "$unset_c" ]
 de=""
 if locale -a 2>/dev/null | grep -qix 'de_DE.utf-\?8'; then de=de_DE.UTF-8
 elif command -v localedef >/dev/null && mkdir -p "$TMP/locale" && localedef -i de_DE -f UTF-8 "$TMP/locale/de_DE.UTF-8" >/dev/null 2>&1; then

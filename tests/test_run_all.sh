@@ -173,7 +173,7 @@ d, t2 = sys.argv[1], sys.argv[2]
 header = partrain.results_header()
 bad = []
 # bench/comm.sh's comm.csv has a schema of its own (docs/comm.md), shared with scripts/model.py
-comm_header = "transport,op,ranks,nodes,ranks_per_node,bytes,iterations,min_us,avg_us,max_us,timestamp,gap_us".split(",")
+comm_header = "transport,op,ranks,nodes,ranks_per_node,bytes,repeat,warmup,iterations,min_us,avg_us,max_us,algbw_gbs,busbw_gbs,timestamp".split(",")
 for p in sorted(glob.glob(os.path.join(d, "*.csv"))):
     name, rows = os.path.basename(p), list(csv.reader(open(p, newline="")))
     if name == "comm.csv":
