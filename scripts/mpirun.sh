@@ -33,27 +33,37 @@
 # Environment: MPIRUN (default mpirun), SRUN (default srun), MPIRUN_ARGS (extra mpirun
 #   arguments, split on spaces; under srun only "--mca KEY VALUE" pairs, as OMPI_MCA_KEY=VALUE).
 # Exit status: that of the launcher (the first failing rank's status), 2 on a usage error,
-#   130 when interrupted (SIGINT: Ctrl-C), with one line saying so.
+#   130 (143, 129, 131) when interrupted by SIGINT: Ctrl-C (SIGTERM, SIGHUP, SIGQUIT), with
+#   one line saying so; SIGKILL of this script stops the job too.
 set -euo pipefail
 export LC_ALL=C
 
 usage() { echo "mpirun.sh: $*" >&2; exit 2; }
 # The launcher runs as a child, not exec'd, so that an interruption has one answer: on
-# SIGINT (Ctrl-C, to this script or its process group) the launcher gets SIGTERM, which makes
-# mpirun and srun stop every rank, and this script exits 130, the status of every partrain
-# program that was interrupted, with one line saying so. (In the background the launcher
-# ignores SIGINT: a shell without job control starts it so; the trap forwards it as TERM.)
+# SIGINT (Ctrl-C, to this script or its process group), SIGTERM, SIGHUP or SIGQUIT the
+# launcher gets SIGTERM, which makes mpirun and srun stop every rank, and this script exits
+# 130 (143, 129, 131), the statuses of every partrain program, with one line saying so. The
+# launcher also gets SIGTERM when this script dies of SIGKILL (setpriv --pdeathsig), so no
+# job outlives it. (In the background a shell without job control starts the launcher with
+# SIGINT ignored: the traps forward every signal as TERM.)
 launch() {
-  local interrupted=0 rc=0 child
-  trap 'interrupted=1; kill -TERM "$child" 2>/dev/null' INT
-  "$@" <&0 &
+  local interrupted="" child rc pdeath=()
+  setpriv --pdeathsig TERM true 2>/dev/null && pdeath=(setpriv --pdeathsig TERM)
+  trap 'interrupted="SIGINT 130"; kill -TERM "$child" 2>/dev/null' INT
+  trap 'interrupted="SIGTERM 143"; kill -TERM "$child" 2>/dev/null' TERM
+  trap 'interrupted="SIGHUP 129"; kill -TERM "$child" 2>/dev/null' HUP
+  trap 'interrupted="SIGQUIT 131"; kill -TERM "$child" 2>/dev/null' QUIT
+  "${pdeath[@]}" "$@" <&0 &
   child=$!
   while :; do
     rc=0; wait "$child" || rc=$?
-    kill -0 "$child" 2>/dev/null || break   # (wait returned for the trap: the child still runs)
+    kill -0 "$child" 2>/dev/null || break   # (wait returned for a trap: the launcher still runs)
   done
-  trap - INT
-  if [ $interrupted = 1 ]; then echo "mpirun.sh: interrupted (SIGINT): the job was stopped" >&2; exit 130; fi
+  trap - INT TERM HUP QUIT
+  if [ -n "$interrupted" ]; then
+    echo "mpirun.sh: interrupted (${interrupted% *}): the job was stopped" >&2
+    exit "${interrupted#* }"
+  fi
   exit $rc
 }
 bind=0 dry=0 hostfile=${PARTRAIN_HOSTFILE:-}

@@ -11,7 +11,7 @@
 #      myres is made there, nothing in the checkout.
 #   4. Leftovers: a 2-rank job's OpenMPI files (session directory, vader segments) are in
 #      its own /dev/shm/partrain-mpi.* directory while it runs, and gone within 5 s after
-#      it ends normally, after SIGKILL of mpirun alone and after SIGKILL of its whole
+#      it ends normally, after SIGKILL of mpirun.sh, of mpirun alone and of its whole
 #      process group; no partrain-mpi.* directory stays in /dev/shm.
 #      Ctrl-C (SIGINT to the job's process group, or to mpirun.sh alone): one line, exit
 #      130, no rank left.
@@ -92,12 +92,16 @@ if command -v mpirun >/dev/null && [ -x mpi/mpi ] && [ -d data/mnist ] && comman
     done
   }
   gone() { for _ in $(seq 1 50); do [ ! -e "$1" ] && return 0; sleep 0.1; done; return 1; }
-  for how in "SIGKILL of mpirun" "SIGKILL of the job's process group"; do
+  for how in "SIGKILL of mpirun.sh" "SIGKILL of mpirun alone" "SIGKILL of the job's process group"; do
     setsid "${JOB[@]}" >/dev/null 2>&1 & job=$!
     d=$(new_dir)
     check "$how: the job's segments and session directory are in its own directory" "$d: $(ls "$d" 2>&1 | head -c 200)" \
       eval '[ -n "$d" ] && [ -n "$(find "$d" -maxdepth 1 -name "vader_segment.*")" ] && [ -d "$d"/ompi.* ]'
-    if [ "$how" = "SIGKILL of mpirun" ]; then kill -KILL "$job"; else kill -KILL -- "-$job"; fi
+    case $how in
+      *mpirun.sh) kill -KILL "$job" ;;
+      *alone) kill -KILL "$(pgrep -s "$job" -x mpirun | head -n 1)" ;;
+      *) kill -KILL -- "-$job" ;;
+    esac
     wait "$job" 2>/dev/null
     check "$how: its directory removed within 5 s" "$d still there: $(ls "$d" 2>&1 | head -c 200)" gone "$d"
     for _ in $(seq 1 50); do pgrep -s "$job" >/dev/null || break; sleep 0.1; done
