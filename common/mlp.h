@@ -2,7 +2,8 @@
  * common/mlp.h — the small pieces of an MLP trainer that every trainer has verbatim
  * (header-only): aligned buffers, the sigmoid pass, softmax + cross-entropy, argmax,
  * gathering a batch, the fixed-order sums of gradient buffers, the model's FLOP count
- * and the ASCII-art predictions. Strategy code (how a step is shared) never lives here.
+ * and the ASCII-art predictions. Strategy code (how a step is shared) never lives here:
+ * the owner-computes sums are common/owner.h.
  */
 #ifndef PARTRAIN_MLP_H
 #define PARTRAIN_MLP_H
@@ -68,6 +69,18 @@ static inline int argmax10(const float *z, int classes) {
     return best;
 }
 
+/* Correct argmax predictions of rows logits against y; each prediction into pred when
+ * pred is not NULL. */
+static inline long count_correct(const float *logits, int rows, int classes, const unsigned char *y, unsigned char *pred) {
+    long correct = 0;
+    for (int i = 0; i < rows; i++) {
+        int p = argmax10(logits + (long)i * classes, classes);
+        correct += p == y[i];
+        if (pred) pred[i] = (unsigned char)p;
+    }
+    return correct;
+}
+
 /* [*lo, *hi) = worker t's part of n items, in units of `unit` items (sizes differ by at
  * most one unit; the last part takes the remainder). unit 1: batch rows; unit 16:
  * parameter slices, so that two threads never write the same cache line. */
@@ -131,48 +144,6 @@ static inline void sum_in_order(float *restrict dst, float *const *g, int ng, lo
         for (long p = lo; p < hi; p++) dst[p] += gu[p];
     }
 }
-
-#ifdef PARTRAIN_GEMM_H   /* (common/gemm.h included before this header) */
-/* The owner-computes form of those sums (mpi --sync shm, openmp --accum owner): the
- * worker that owns a slice of the parameters forms the slice's gradient sums itself from
- * every worker's activations and dZ, instead of reading every worker's whole gradient.
- * Rows of W per block: a block of the sums (rows x out floats) stays in L1 (24 KB) while
- * every worker's part is added to it; a multiple of the kernel's 6-row tile. */
-static inline int slice_block_rows(int out) {
-    int r = 6144 / out / 6 * 6;
-    return r < 6 ? 6 : r;
-}
-
-static const epilogue EPI_ADD = { 1.0f, 1, NULL, ACT_NONE, NULL, ACT_NONE };   /* C = fmaf(1, acc, C) = C + acc */
-
-/* tile (rows x out) = rows r0.. of a layer's weight gradient (W: in x out) summed over
- * the ng workers: worker u's sums act_u^T . dz_u over its own n[u] rows (act_u: n[u] x
- * in, dz_u: n[u] x out) by the kernel's chain, as in its own plain gradient, then added
- * in worker order, as sum_update() and sum_in_order() add the workers' buffers: the same
- * bits. ng = 0 (a short batch left these workers no rows): zeros. */
-static inline void slice_gradient_block(float *restrict tile, int rows, int out, long r0, int in,
-                                        const float *const *act, const float *const *dz, const int *n, int ng) {
-    if (ng == 0) { memset(tile, 0, sizeof(float) * (size_t)rows * (size_t)out); return; }
-    for (int u = 0; u < ng; u++)
-        matmul(rows, out, n[u], act[u] + r0, 1, in, dz[u], out, tile, out, u ? &EPI_ADD : &EPI_PLAIN);
-}
-
-/* s[j - j0], j in [j0, j1): the bias part, worker u's column sums of dz_u (from 0, its
- * rows in order, as its own gradient's) added in worker order. */
-static inline void slice_bias_sums(float *restrict s, long j0, long j1, int out,
-                                   const float *const *dz, const int *n, int ng) {
-    for (long j = j0; j < j1; j++) s[j - j0] = 0.0f;
-    for (int u = 0; u < ng; u++)
-        for (long c0 = j0; c0 < j1; c0 += 16) {
-            float part[16];
-            int c = (int)(j1 - c0 < 16 ? j1 - c0 : 16);
-            for (int j = 0; j < c; j++) part[j] = 0.0f;
-            for (int i = 0; i < n[u]; i++)
-                for (int j = 0; j < c; j++) part[j] += dz[u][(long)i * out + c0 + j];
-            for (int j = 0; j < c; j++) s[c0 - j0 + j] = u ? s[c0 - j0 + j] + part[j] : part[j];
-        }
-}
-#endif
 
 /* What a dense net of o's layers takes for `features` inputs and `rows` rows of
  * activations, with `grads` gradient buffers the size of the parameters besides them:

@@ -2,7 +2,7 @@
  * common/mpi_util.h — the MPI plumbing every MPI trainer has verbatim (header-only):
  * this process's rank, checked MPI calls, set-up errors every rank agrees on, the
  * shards of a data set, option errors printed once, and MPI finalized on any exit.
- * The including file defines PROGRAM and includes <mpi.h> and options.h first.
+ * Messages start with common/program.h's program_name.
  * Errors: every MPI call goes through mpi_check() with MPI_ERRORS_RETURN set on
  * MPI_COMM_WORLD, so a failing call prints one line naming the rank and the call and
  * the whole job ends (MPI_Abort): no rank waits forever in a collective.
@@ -19,9 +19,12 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <mpi.h>
+
 #include "checkpoint.h"
 #include "idx.h"
 #include "memcheck.h"
+#include "program.h"
 #include "timer.h"
 
 static int rank = 0, nranks = 1;   /* this process in MPI_COMM_WORLD */
@@ -32,7 +35,7 @@ static inline void mpi_check(int rc, const char *call) {
     char msg[MPI_MAX_ERROR_STRING];
     int len = 0;
     if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) snprintf(msg, sizeof msg, "error code %d", rc);
-    fprintf(stderr, PROGRAM ": rank %d: %s failed: %s\n", rank, call, msg);
+    fprintf(stderr, "%s: rank %d: %s failed: %s\n", program_name, rank, call, msg);
     fflush(stderr);
     MPI_Abort(MPI_COMM_WORLD, 1);
     exit(1);
@@ -44,7 +47,7 @@ static inline void agree_or_die(int failed, const char *msg, int status) {
     int mine = failed ? rank : nranks, lowest = nranks;
     mpi_check(MPI_Allreduce(&mine, &lowest, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce");
     if (lowest == nranks) return;
-    if (rank == lowest) fprintf(stderr, PROGRAM ": %s\n", msg);
+    if (rank == lowest) fprintf(stderr, "%s: %s\n", program_name, msg);
     exit(status);
 }
 
@@ -57,7 +60,7 @@ static void die_all(const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    if (rank == 0) fprintf(stderr, PROGRAM ": %s (see --help)\n", msg);   /* options_die()'s form; every rank agrees */
+    if (rank == 0) fprintf(stderr, "%s: %s (see --help)\n", program_name, msg);   /* options_die()'s form; every rank agrees */
     exit(2);
 }
 
@@ -255,7 +258,7 @@ static inline int replicas_identical(const void *bytes, size_t n) {
     mpi_check(MPI_Allreduce(&h, &hmin, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce");
     mpi_check(MPI_Allreduce(&h, &hmax, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
     if (hmin != hmax && rank == 0)
-        fprintf(stderr, PROGRAM ": the model replicas differ between ranks after training; no result written\n");
+        fprintf(stderr, "%s: the model replicas differ between ranks after training; no result written\n", program_name);
     return hmin == hmax;
 }
 
@@ -280,7 +283,7 @@ static inline void resume_on_every_rank(checkpoint *c, const train_options *o, i
 static inline double checkpoint_after_epoch_root(const checkpoint *c, const train_options *o, int epoch, double seconds) {
     if (!checkpoint_due(o, epoch)) return 0.0;
     double t0 = timer_now();
-    if (rank == 0) checkpoint_after_epoch(c, PROGRAM, o, epoch, seconds);
+    if (rank == 0) checkpoint_after_epoch(c, program_name, o, epoch, seconds);
     mpi_check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
     return timer_now() - t0;
 }
@@ -305,11 +308,11 @@ static inline void finalize_at_exit(void) {
                 nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
         if (!done) {
             if (muted_stderr >= 0)   /* its message went to /dev/null with the other ranks' */
-                dprintf(muted_stderr, PROGRAM ": rank %d: %s; the other ranks accepted their flags: every rank must "
-                        "run the same command line\n", rank, options_error);
+                dprintf(muted_stderr, "%s: rank %d: %s; the other ranks accepted their flags: every rank must "
+                        "run the same command line\n", program_name, rank, options_error);
             else
-                fprintf(stderr, PROGRAM ": rank %d: the other ranks accepted their flags: every rank must run the "
-                        "same command line\n", rank);
+                fprintf(stderr, "%s: rank %d: the other ranks accepted their flags: every rank must run the "
+                        "same command line\n", program_name, rank);
             _exit(2);
         }
     }
@@ -320,7 +323,7 @@ static inline void finalize_at_exit(void) {
  * fails), MPI_Finalize at exit (finalize_at_exit), errors returned rather than fatal so
  * that mpi_check() can name the call, and rank, nranks. */
 static void __attribute__((unused)) mpi_start(int *argc, char ***argv) {
-    if (MPI_Init(argc, argv) != MPI_SUCCESS) { fprintf(stderr, PROGRAM ": MPI_Init failed\n"); exit(1); }
+    if (MPI_Init(argc, argv) != MPI_SUCCESS) { fprintf(stderr, "%s: MPI_Init failed\n", program_name); exit(1); }
     atexit(finalize_at_exit);
     mpi_check(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
     mpi_check(MPI_Comm_rank(MPI_COMM_WORLD, &rank), "MPI_Comm_rank");

@@ -40,6 +40,7 @@ extern "C" {
 #include "mlp.h"
 #include "options.h"
 #include "prng.h"
+#include "program.h"
 #include "results.h"
 #include "timer.h"
 }
@@ -810,6 +811,7 @@ static void finalize_at_exit(void) {
 
 #ifndef TESTING
 int main(int argc, char **argv) {
+    program_name = PROGRAM;
 #ifdef USE_MPI
     if (MPI_Init(&argc, &argv) != MPI_SUCCESS) { fprintf(stderr, PROGRAM ": MPI_Init failed\n"); return 1; }
     atexit(finalize_at_exit);

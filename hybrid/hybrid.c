@@ -472,6 +472,7 @@ static double model_bytes(const train_options *o, int features) {
 
 #ifndef TESTING
 int main(int argc, char **argv) {
+    program_name = PROGRAM;
     int provided = MPI_THREAD_SINGLE;
     if (MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
         fprintf(stderr, PROGRAM ": MPI_Init_thread failed\n");

@@ -395,6 +395,7 @@ static void search_split(const double *cost, int L, int P, int s, int start, int
 
 #ifndef TESTING
 int main(int argc, char **argv) {
+    program_name = PROGRAM;
     mpi_start(&argc, &argv);
     pipeline_options po;
     parse_options(&po, argc, argv);

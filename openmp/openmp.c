@@ -45,6 +45,7 @@
 #include "idx.h"
 #include "mlp.h"
 #include "options.h"
+#include "owner.h"      /* --accum owner: the owner-computes sums */
 #include "prng.h"
 #include "results.h"
 #include "timer.h"

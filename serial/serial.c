@@ -229,11 +229,7 @@ static double evaluate(mlp *m, const dataset *d, unsigned char *predictions) {
         int rows = (int)(d->n - start < m->max_rows ? d->n - start : m->max_rows);
         memcpy(m->act[0], d->x + (size_t)start * d->features, sizeof(float) * (size_t)rows * d->features);
         mlp_forward(m, rows);
-        for (int i = 0; i < rows; i++) {
-            int p = argmax10(m->act[L] + (long)i * classes, classes);
-            correct += p == d->y[start + i];
-            if (predictions) predictions[start + i] = (unsigned char)p;
-        }
+        correct += count_correct(m->act[L], rows, classes, d->y + start, predictions ? predictions + start : NULL);
     }
     return 100.0 * (double)correct / (double)d->n;
 }
