@@ -465,6 +465,7 @@ static int write_text(const char *path, const char *mode, const text *t, char *e
 
 int main(int argc, char **argv) {
     program_name = PROGRAM;
+    program_name = PROGRAM;
     mpi_start(&argc, &argv);
     comm_options o;
     parse_options(&o, argc, argv);

@@ -7,6 +7,10 @@
 #ifndef PARTRAIN_MPI_RUN_H
 #define PARTRAIN_MPI_RUN_H
 
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L   /* mpi_util.h's dprintf, nanosleep (when included first) */
+#endif
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

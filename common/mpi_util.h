@@ -12,11 +12,16 @@
 #ifndef PARTRAIN_MPI_UTIL_H
 #define PARTRAIN_MPI_UTIL_H
 
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L   /* dprintf, nanosleep (when included first) */
+#endif
+
 #include <fcntl.h>
 #include <string.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <mpi.h>

@@ -15,7 +15,7 @@
  * Every other trainer computes this maths with the same kernel and helpers (common/);
  * tests/ checks that they reproduce serial's loss curve for the same seed.
  *
- * Compile: make serial   (cc -std=c11 -O3 -march=native serial/serial.c common/{idx,options,results}.c -lz -lm)
+ * Compile: make serial   (cc -std=c11 -O3 -march=native -Icommon serial/serial.c common/{idx,options,results,checkpoint}.c -lz -lm)
  * Run:     serial/serial --data data/fashion --epochs 5 --batch 64
  *          serial/serial --gemm blas ...   (OpenBLAS single-threaded, when built with it)
  */
