@@ -3,7 +3,7 @@
 # to and validated on, in one CSV: results/model-runs.csv.
 #
 # serial/serial (one core) at several batches (its compute time per step t(b)) and
-# openmp/openmp --accum reduction (hybrid's threads) and --accum owner (mpi --sync shm's
+# openmp/openmp --accum reduction (hybrid's threads) and --accum owner (mpi/shm's
 # scheme) at those batches for each thread count of --openmp (the model's thread
 # efficiency per batch): the model's inputs; then, what it
 # is checked against, mpi/mpi for every --sync variant mpi/mpi --list-variants names at

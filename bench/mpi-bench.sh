@@ -23,7 +23,7 @@
 # tables: scripts/bench_tables.py mpi; a "*" after a runs count: the median includes
 # disturbed rows).
 # MPI+MPI vs MPI+OpenMP: each round also runs openmp/openmp --accum reduction and --accum
-# owner --threads C (cores 0..C-1, taskset), so that the table after it sets mpi --sync shm
+# owner --threads C (cores 0..C-1, taskset), so that the table after it sets mpi/shm
 # and allreduce at P = C beside C threads (owner: shm's scheme, reduction: the same bits
 # through per-thread gradient buffers): per batch, the median over the rounds of serial's epoch over
 # each one's in the same round (a round: the k-th run of every configuration; this VM's

@@ -44,12 +44,15 @@
 #include <omp.h>
 
 #include "checkpoint.h"
+#include "checkpoint_mpi.h"
+#include "data.h"
 #include "gemm.h"       /* matmul(), transpose(): the one matrix kernel */
 #include "idx.h"
 #include "mlp.h"
 #include "options.h"
 #include "prng.h"
 #include "results.h"
+#include "sharded_data.h"
 #include "timer.h"
 
 #if defined(__AVX512F__)

@@ -1,9 +1,9 @@
 /*
- * common/mlp.h — the small pieces of an MLP trainer that every trainer has verbatim
- * (header-only): aligned buffers, the sigmoid pass, softmax + cross-entropy, argmax,
- * gathering a batch, the fixed-order sums of gradient buffers, the model's FLOP count
- * and the ASCII-art predictions. Strategy code (how a step is shared) never lives here:
- * the owner-computes sums are common/owner.h.
+ * common/mlp.h — the maths of an MLP that every trainer has verbatim (header-only):
+ * aligned buffers, the sigmoid pass, softmax + cross-entropy, argmax, the split of n
+ * items over workers, the fixed-order sums of gradient buffers, the model's FLOP count
+ * and bytes. Strategy code (how a step is shared) never lives here: the owner-computes
+ * sums are common/owner.h; data loading is common/data.h.
  */
 #ifndef PARTRAIN_MLP_H
 #define PARTRAIN_MLP_H
@@ -14,9 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "idx.h"
+#include "idx.h"       /* IDX_CLASSES */
 #include "options.h"
-#include "memcheck.h"
 
 #ifdef __cplusplus
 #define restrict __restrict__
@@ -91,15 +90,6 @@ static inline void split_units(long n, int t, int T, long unit, long *lo, long *
     *hi = u1 * unit < n ? u1 * unit : n;
 }
 
-/* rows samples of d, in the order idx gives, into x (rows x features) and y */
-static inline void gather_batch(const dataset *d, const uint32_t *idx, int rows, float *x, unsigned char *y) {
-    size_t bytes = sizeof(float) * (size_t)d->features;
-    for (int r = 0; r < rows; r++) {
-        memcpy(x + (size_t)r * d->features, d->x + (size_t)idx[r] * d->features, bytes);
-        y[r] = d->y[idx[r]];
-    }
-}
-
 /* model FLOP per training sample of layers size[0] -> ... -> size[L]: forward 2*in*out
  * per layer, weight gradients the same, input gradients for every layer but the first
  * (elementwise work not counted) */
@@ -115,7 +105,7 @@ static inline double dense_flops_per_sample(const int *size, int L) {
 /* W[p] = fmaf(scale, g_0[p] + g_1[p] + ... + g_{ng-1}[p], W[p]) for p in [lo, hi):
  * the sum always in the order of g[], chunk by chunk in a buffer that stays in L1, so
  * whoever computes a slice gets the same bits (openmp --accum reduction's threads,
- * mpi --sync shm's ranks). ng >= 1. */
+ * mpi/shm's ranks). ng >= 1. */
 static inline void sum_update(float *restrict w, float *const *g, int ng, long lo, long hi, float scale) {
     enum { CHUNK = 512 };
     float s[CHUNK] __attribute__((aligned(64)));
@@ -133,8 +123,8 @@ static inline void sum_update(float *restrict w, float *const *g, int ng, long l
 }
 
 /* dst[p] = g_0[p] + g_1[p] + ... + g_{ng-1}[p] for p in [lo, hi), always in the order
- * of g[] (ng = 0, no worker had rows of a short batch: zeros); hybrid's threads, mpi
- * --sync shm's ranks across nodes. */
+ * of g[] (ng = 0, no worker had rows of a short batch: zeros); hybrid's threads, mpi/shm's
+ * ranks across nodes. */
 static inline void sum_in_order(float *restrict dst, float *const *g, int ng, long lo, long hi) {
     if (ng == 0) { memset(dst + lo, 0, sizeof(float) * (size_t)(hi - lo)); return; }
     const float *restrict g0 = g[0];
@@ -161,61 +151,6 @@ static inline double dense_model_bytes(const train_options *o, int features, lon
         prev = out;
     }
     return sizeof(float) * (params * (1 + grads) + widest * (rows > 512 ? 2 : 1) + 2.0 * rows * width_sum);
-}
-
-/* The sizes of a run's data, from the files' headers: counts and the image side, with
- * --train, --test, --batch full and --image-size applied and checked. A problem: one
- * line "prog: ..." on stderr, exit 2. */
-typedef struct { long train_n, test_n; int side; } data_plan;
-static inline void plan_data(const char *prog, train_options *o, data_plan *p) {
-    char err[IDX_ERR_LEN];
-    long train_avail, test_avail;
-    int train_side = 0, test_side = 0;
-    if (dataset_count(o->data_dir, "train", &train_avail, err, sizeof err) ||
-        dataset_count(o->data_dir, "t10k", &test_avail, err, sizeof err) ||
-        dataset_side(o->data_dir, "train", &train_side, err, sizeof err) ||
-        dataset_side(o->data_dir, "t10k", &test_side, err, sizeof err) ||
-        (!o->image_size && dataset_check_sides(o->data_dir, train_side, test_side, err, sizeof err))) {
-        fprintf(stderr, "%s: %s\n", prog, err);
-        exit(2);
-    }
-    if (o->train_n > train_avail) options_die(prog, "--train %ld: %s holds only %ld training samples", o->train_n, o->data_dir, train_avail);
-    if (o->test_n > test_avail) options_die(prog, "--test %ld: %s holds only %ld test samples", o->test_n, o->data_dir, test_avail);
-    p->train_n = o->train_n ? o->train_n : train_avail;
-    p->test_n = o->test_n ? o->test_n : test_avail;
-    p->side = o->image_size ? o->image_size : train_side;
-    if (o->batch_full) o->batch = p->train_n;
-    if (o->batch > p->train_n) options_die(prog, "--batch %ld is larger than the %ld training samples", o->batch, p->train_n);
-}
-
-/* The data of a one-process run, after plan_data() and the memory check: the first
- * --train and --test samples of the files, resampled to --image-size. A problem with
- * the files: one line "prog: ..." on stderr, exit 2. */
-static inline void load_data(const char *prog, train_options *o, const data_plan *p, dataset *train, dataset *test) {
-    char err[IDX_ERR_LEN];
-    if (dataset_load(o->data_dir, "train", 0, p->train_n, o->image_size, train, err, sizeof err) ||
-        dataset_load(o->data_dir, "t10k", 0, p->test_n, o->image_size, test, err, sizeof err) ||
-        dataset_check_sides(o->data_dir, train->side, test->side, err, sizeof err)) {
-        fprintf(stderr, "%s: %s\n", prog, err);
-        exit(2);
-    }
-}
-
-/* --predict K: the first K test images as ASCII art, with the predicted and true label */
-static inline void print_predictions(const dataset *d, const unsigned char *pred, int k) {
-    static const char shades[] = " .:-=+*#%@";
-    int step = d->side > 28 ? d->side / 28 : 1;
-    for (int s = 0; s < k && s < d->n; s++) {
-        printf("test image %d: predicted %d, true %d%s\n", s, pred[s], d->y[s], pred[s] == d->y[s] ? "" : "  <-- wrong");
-        for (int r = 0; r < d->side; r += step) {
-            for (int c = 0; c < d->side; c += step) {
-                float v = d->x[(size_t)s * d->features + (size_t)r * d->side + c];
-                int q = (int)(v * 9.999f);
-                putchar(shades[q < 0 ? 0 : q > 9 ? 9 : q]);
-            }
-            putchar('\n');
-        }
-    }
 }
 
 #endif

@@ -7,21 +7,18 @@
 #ifndef PARTRAIN_MPI_RUN_H
 #define PARTRAIN_MPI_RUN_H
 
-#ifndef _POSIX_C_SOURCE
-#define _POSIX_C_SOURCE 200809L   /* mpi_util.h's dprintf, nanosleep (when included first) */
-#endif
-
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <mpi.h>
 
+#include "data.h"       /* shard(), print_predictions() */
 #include "idx.h"
+#include "mlp.h"
 #include "mpi_util.h"
 #include "options.h"
 #include "phase.h"
-#include "mlp.h"        /* print_predictions() */
 #include "program.h"
 #include "results.h"
 

@@ -35,6 +35,8 @@
 #include <mpi.h>
 
 #include "checkpoint.h"
+#include "checkpoint_mpi.h"
+#include "data.h"
 #include "gemm.h"       /* matmul(), transpose(): the one matrix kernel */
 #include "idx.h"
 #include "mlp.h"

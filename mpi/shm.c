@@ -51,6 +51,8 @@
 #include <mpi.h>
 
 #include "checkpoint.h"
+#include "checkpoint_mpi.h"
+#include "data.h"
 #include "gemm.h"       /* matmul(), transpose(): the one matrix kernel */
 #include "idx.h"
 #include "mlp.h"
@@ -62,6 +64,7 @@
 #include "prng.h"
 #include "program.h"
 #include "results.h"
+#include "sharded_data.h"
 #include "timer.h"
 #include "watchdog.h"   /* --timeout-step: the stuck-rank watchdog */
 

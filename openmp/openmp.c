@@ -41,6 +41,7 @@
 #include <omp.h>
 
 #include "checkpoint.h"
+#include "data.h"
 #include "gemm.h"       /* matmul(), transpose(): the one matrix kernel */
 #include "idx.h"
 #include "mlp.h"

@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "checkpoint.h"
+#include "data.h"
 #include "gemm.h"       /* matmul(), transpose(): the one matrix kernel */
 #include "idx.h"
 #include "mlp.h"
