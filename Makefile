@@ -112,7 +112,7 @@ CUDA_TARGETS = $(if $(HAVE_NVCC),$(O)cuda/cuda) $(if $(HAVE_CXX),$(O)cuda/cuda-e
 SERIAL_DEFS = $(if $(HAVE_BLAS),-DHAVE_CBLAS)
 SERIAL_LIBS = $(if $(HAVE_BLAS),-lopenblas)
 
-PROGRAMS = serial/serial openmp/openmp mpi/mpi mpi/pipeline hybrid/hybrid cuda/cuda cnn/cnn bench/comm
+PROGRAMS = serial/serial openmp/openmp mpi/mpi mpi/shm mpi/pipeline hybrid/hybrid cuda/cuda cnn/cnn bench/comm
 
 .PHONY: all build test test-bins data gpu-bundle plots clean report cuda cuda-emu cuda-mpi hybrid comm
 SETUP ?= scripts/setup.sh
@@ -124,7 +124,7 @@ build: report
 
 # the CPU trainers this machine can build (make cpu: these alone, no CUDA)
 CPU_PROGRAMS = $(if $(HAVE_ZLIB),$(O)serial/serial) $(if $(and $(HAVE_ZLIB),$(HAVE_OMP)),$(O)openmp/openmp) \
-               $(if $(and $(HAVE_ZLIB),$(HAVE_MPI)),$(O)mpi/mpi $(O)mpi/pipeline $(O)bench/comm) \
+               $(if $(and $(HAVE_ZLIB),$(HAVE_MPI)),$(O)mpi/mpi $(O)mpi/shm $(O)mpi/pipeline $(O)bench/comm) \
                $(if $(and $(HAVE_ZLIB),$(HAVE_MPI),$(HAVE_OMP)),$(O)cnn/cnn $(O)hybrid/hybrid)
 .PHONY: cpu
 cpu: $(CPU_PROGRAMS)
@@ -133,7 +133,7 @@ report: $(CPU_PROGRAMS) $(CUDA_TARGETS)
 	@echo "partrain build summary:$(if $(SANITIZE), the sanitizer build (ASan + UBSan, $(ARCH)) in $(O),$(if $(O), the portable build ($(ARCH)) in $(O)))"
 	@$(if $(HAVE_ZLIB),echo "  ✓ serial/serial$(if $(HAVE_BLAS), (with --gemm blas: OpenBLAS found), (without --gemm blas: OpenBLAS not found; apt-get install libopenblas-dev))",echo "  ✗ serial/serial skipped: zlib headers missing (apt-get install zlib1g-dev)")
 	@$(if $(and $(HAVE_ZLIB),$(HAVE_OMP)),echo "  ✓ openmp/openmp (--accum $$($(O)openmp/openmp --list-variants | cut -f1 | paste -sd"|"))",echo "  ✗ openmp/openmp skipped: $(if $(NO_OMP),NO_OMP=1 given,$(if $(HAVE_ZLIB),$(CC) -fopenmp failed (apt-get install libgomp1 or use CC=gcc),zlib headers missing (apt-get install zlib1g-dev)))")
-	@$(if $(and $(HAVE_ZLIB),$(HAVE_MPI)),echo "  ✓ mpi/mpi (--sync $$($(O)mpi/mpi --list-variants | cut -f1 | paste -sd"|")) and mpi/pipeline (GPipe micro-batches): run with scripts/mpirun.sh P ...",echo "  ✗ mpi/mpi and mpi/pipeline skipped: $(if $(NO_MPI),NO_MPI=1 given,$(if $(HAVE_ZLIB),$(MPICC) not found (apt-get install openmpi-bin libopenmpi-dev),zlib headers missing (apt-get install zlib1g-dev)))")
+	@$(if $(and $(HAVE_ZLIB),$(HAVE_MPI)),echo "  ✓ mpi/mpi (--sync $$($(O)mpi/mpi --list-variants | cut -f1 | paste -sd"|")) with mpi/shm (MPI+MPI: one model per node) and mpi/pipeline (GPipe micro-batches): run with scripts/mpirun.sh P ...",echo "  ✗ mpi/mpi with mpi/shm and mpi/pipeline skipped: $(if $(NO_MPI),NO_MPI=1 given,$(if $(HAVE_ZLIB),$(MPICC) not found (apt-get install openmpi-bin libopenmpi-dev),zlib headers missing (apt-get install zlib1g-dev)))")
 	@$(if $(and $(HAVE_ZLIB),$(HAVE_MPI)),echo "  ✓ bench/comm (OSU-style timing of --ops $$($(O)bench/comm --help | sed -n 's/.*--ops LIST *of \(.*\) \[.*/\1/p'): bench/comm.sh runs it)",echo "  ✗ bench/comm skipped: $(if $(NO_MPI),NO_MPI=1 given,$(if $(HAVE_ZLIB),$(MPICC) not found (apt-get install openmpi-bin libopenmpi-dev),zlib headers missing (apt-get install zlib1g-dev)))")
 	@$(if $(HAVE_NVCC),echo "  ✓ cuda/cuda (nvcc $(NVCC) $(CUDA_ARCH); variants $$($(O)cuda/cuda --list-variants | cut -f1 | paste -sd"|"))$(if $(shell nvidia-smi -L 2>/dev/null | grep GPU),, (no GPU here: it exits 3; scripts/gpu-check.sh on a GPU machine))",echo "  ✗ cuda/cuda skipped: $(if $(SANITIZE),SANITIZE=1 (ASan cannot instrument nvcc's device code; cuda/cuda-emu is the sanitized build of cuda.cu),$(if $(NO_CUDA),NO_CUDA=1 given,nvcc not found in PATH or \$$CUDA_HOME/bin or /usr/local/cuda/bin (install the CUDA toolkit or set NVCC=)))")
 	@$(if $(HAVE_CXX),echo "  ✓ cuda/cuda-emu (the same kernels on the CPU through cuda/cuda_emu.h: for tests, not timings)",echo "  ✗ cuda/cuda-emu skipped: $(CXX) cannot compile C++17 with <ucontext.h> (apt-get install g++)")
@@ -163,12 +163,17 @@ $(O)mpi/mpi: mpi/mpi.c $(COMMON_SRC) $(COMMON_HDR)
 	@$(if $(HAVE_MPI),true,echo "MPI missing: $(MPICC) not found (apt-get install openmpi-bin libopenmpi-dev)" >&2; false)
 	$(MPICC) $(STD) $(CFLAGS) $(ARCH) $(WARN) $(CPPFLAGS) mpi/mpi.c $(COMMON_SRC) -o $@ $(LDLIBS)
 
+$(O)mpi/shm: mpi/shm.c $(COMMON_SRC) $(COMMON_HDR)
+	@mkdir -p $(dir $@)
+	@$(if $(HAVE_MPI),true,echo "MPI missing: $(MPICC) not found (apt-get install openmpi-bin libopenmpi-dev)" >&2; false)
+	$(MPICC) $(STD) $(CFLAGS) $(ARCH) $(WARN) $(CPPFLAGS) mpi/shm.c $(COMMON_SRC) -o $@ $(LDLIBS)
+
 $(O)mpi/pipeline: mpi/pipeline.c $(COMMON_SRC) $(COMMON_HDR)
 	@mkdir -p $(dir $@)
 	@$(if $(HAVE_MPI),true,echo "MPI missing: $(MPICC) not found (apt-get install openmpi-bin libopenmpi-dev)" >&2; false)
 	$(MPICC) $(STD) $(CFLAGS) $(ARCH) $(WARN) $(CPPFLAGS) mpi/pipeline.c $(COMMON_SRC) -o $@ $(LDLIBS)
 
-mpi: $(O)mpi/mpi $(O)mpi/pipeline
+mpi: $(O)mpi/mpi $(O)mpi/shm $(O)mpi/pipeline
 
 # bench/comm: the trainers' gradient exchanges timed OSU-style (bench/comm.sh runs it);
 # common/mpi_util.h's hierarchical allreduce, shared with mpi/mpi and hybrid/hybrid; only
@@ -198,7 +203,7 @@ hybrid: $(O)hybrid/hybrid
 
 # the MPI programs run a watchdog thread (common/watchdog.h, --timeout-step): -pthread
 # (nvcc takes the library instead)
-$(O)mpi/mpi $(O)mpi/pipeline $(O)cnn/cnn $(O)hybrid/hybrid $(O)cuda/cuda-mpi-emu $(O)tests/bin/test_cnn: LDLIBS += -pthread
+$(O)mpi/mpi $(O)mpi/shm $(O)mpi/pipeline $(O)cnn/cnn $(O)hybrid/hybrid $(O)cuda/cuda-mpi-emu $(O)tests/bin/test_cnn: LDLIBS += -pthread
 $(O)cuda/cuda-mpi: LDLIBS += -lpthread
 
 # ---- CUDA -----------------------------------------------------------------------

@@ -348,6 +348,8 @@ static int cmp_avg(const void *a, const void *b) {
 // main
 
 int main(int argc, char **argv) {
+    program_name = PROGRAM;
+    program_name = PROGRAM;
     mpi_start(&argc, &argv);
     comm_options o;
     parse_options(&o, argc, argv);

@@ -3,7 +3,7 @@
 # to and validated on, in one CSV: results/model-runs.csv.
 #
 # serial/serial (one core) at several batches (its compute time per step t(b)) and
-# openmp/openmp --accum reduction (hybrid's threads) and --accum owner (mpi --sync shm's
+# openmp/openmp --accum reduction (hybrid's threads) and --accum owner (mpi/shm's
 # scheme) at those batches for each thread count of --openmp (the model's thread
 # efficiency per batch): the model's inputs; then, what it
 # is checked against, mpi/mpi for every --sync variant mpi/mpi --list-variants names at
@@ -96,12 +96,15 @@ fi
 for t in $openmp; do [[ $t =~ ^[1-9][0-9]*$ ]] || die "--openmp: not a positive integer: '$t'"; done
 need_tools flock taskset
 [ -n "$launcher" ] || need_tools mpirun
-need_built serial/serial mpi/mpi
+need_built serial/serial mpi/mpi mpi/shm
 [ "$beside" = 0 ] || need_built bench/comm
 [ -z "$hybrid" ] || need_built hybrid/hybrid
 [ -z "$openmp" ] || need_built openmp/openmp
 [ -d "$data" ] || die "$data missing (run: scripts/get-data.sh)"
 load_variants mpi/mpi || exit 2
+# mpi/shm (MPI+MPI) is its own program; its rows are the CSV's mpi shm, beside mpi/mpi's
+declare -A VARIANT_BIN=(); for s in "${VARIANTS[@]}"; do VARIANT_BIN[$s]=mpi/mpi; done
+VARIANTS+=(shm) VARIANT_FLAGS[shm]="--sync shm" VARIANT_BIN[shm]=mpi/shm
 EXTRA=transport,nodes,ranks_per_node,physical_cores
 want_header="$(bench_results_header),$BENCH_COLS,$EXTRA"
 mkdir -p "$(dirname "$csv")"
@@ -183,7 +186,7 @@ for _ in $(seq 1 "$runs"); do
       for s in "${VARIANTS[@]}"; do
         beside "$(beside_op "$s" "$p" "$n" "$pn")"
         # shellcheck disable=SC2086  # the variant's flags, e.g. "--sync allreduce"
-        one_run "mpi $s P=$p b$b" "$n" "$pn" "${LAUNCH[@]}" mpi/mpi ${VARIANT_FLAGS[$s]} --batch "$b" "${common[@]}"
+        one_run "mpi $s P=$p b$b" "$n" "$pn" "${LAUNCH[@]}" "${VARIANT_BIN[$s]}" ${VARIANT_FLAGS[$s]} --batch "$b" "${common[@]}"
       done
     done
     for pt in $hybrid; do

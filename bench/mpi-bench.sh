@@ -23,7 +23,7 @@
 # tables: scripts/bench_tables.py mpi; a "*" after a runs count: the median includes
 # disturbed rows).
 # MPI+MPI vs MPI+OpenMP: each round also runs openmp/openmp --accum reduction and --accum
-# owner --threads C (cores 0..C-1, taskset), so that the table after it sets mpi --sync shm
+# owner --threads C (cores 0..C-1, taskset), so that the table after it sets mpi/shm
 # and allreduce at P = C beside C threads (owner: shm's scheme, reduction: the same bits
 # through per-thread gradient buffers): per batch, the median over the rounds of serial's epoch over
 # each one's in the same round (a round: the k-th run of every configuration; this VM's
@@ -86,9 +86,12 @@ sweep_setup full
 ranks=${SWEEP_RANKS_OPT:-1 $SWEEP_CORES}; [ "$ranks" != "1 1" ] || ranks=1
 
 need_tools mpirun flock taskset
-need_built serial/serial mpi/mpi openmp/openmp
+need_built serial/serial mpi/mpi mpi/shm openmp/openmp
 [ -d "$data" ] || die "$data missing (run: scripts/get-data.sh)"
 load_variants mpi/mpi || exit 2
+# mpi/shm (MPI+MPI) is its own program; its rows are the CSV's mpi shm, beside mpi/mpi's
+declare -A VARIANT_BIN=(); for s in "${VARIANTS[@]}"; do VARIANT_BIN[$s]=mpi/mpi; done
+VARIANTS+=(shm) VARIANT_FLAGS[shm]="--sync shm" VARIANT_BIN[shm]=mpi/shm
 bench_check_csv "$csv"
 
 common=(--data "$data" --epochs "$epochs" --quiet)
@@ -102,7 +105,7 @@ BENCH_TOTAL=$(( runs * nb * (3 + $(wc -w <<<"$ranks") * ${#VARIANTS[@]}) )) BENC
 omp_cpus="0-$(( (C <= cores ? C : cores) - 1 ))" omp_env=(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE -u OMP_WAIT_POLICY)
 [ "$C" -le "$cores" ] || omp_env+=(OMP_WAIT_POLICY=passive)
 bench_tmp
-cores_log=$BENCH_TMP/cores.log   # "batch variant P gW-us-per-rank" of every mpi run, in run order
+cores_log=$BENCH_TMP/cores.log   # "batch variant P compute-us-per-rank" of every mpi run, in run order
 : >"$cores_log"
 echo "mpi-bench: $data$([ "$train" -eq 0 ] || echo " (first $train)"), batches $batches, $epochs epochs x $runs runs," \
      "ranks ${ranks// /, }, $SWEEP_CORES cores$([ "$SWEEP_CORES" = "$(nproc)" ] || echo " ($(nproc) real)"); rows -> $csv"
@@ -112,9 +115,9 @@ for r in $(seq 1 "$runs"); do
     for p in $ranks; do
       for s in "${VARIANTS[@]}"; do
         # shellcheck disable=SC2086  # the variant's flags, e.g. "--sync allreduce"
-        bench_run "mpi $s P=$p b$b" scripts/mpirun.sh $p mpi/mpi ${VARIANT_FLAGS[$s]} --batch "$b" "${common[@]}"
-        gw=$(printf '%s\n' "$BENCH_OUT" | sed -n 's/.*| gW us\/sample \([-0-9.,]*\) |.*/\1/p' | tail -n 1)
-        echo "$b $s $p ${gw:--}" >>"$cores_log"
+        bench_run "mpi $s P=$p b$b" scripts/mpirun.sh $p "${VARIANT_BIN[$s]}" ${VARIANT_FLAGS[$s]} --batch "$b" "${common[@]}"
+        compute_us=$(printf '%s\n' "$BENCH_OUT" | sed -n 's/.*| compute us\/sample \([-0-9.,]*\) |.*/\1/p' | tail -n 1)
+        echo "$b $s $p ${compute_us:--}" >>"$cores_log"
       done
     done
     for a in reduction owner; do

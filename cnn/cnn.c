@@ -24,7 +24,7 @@
  * (forward bit-identical, backward within the tests' tolerance: docs/cnn.md). The summary
  * line reports each worker's conv time per sample. Errors: as mpi/mpi. Design: docs/cnn.md.
  *
- * Compile: make cnn   (mpicc -std=c11 -O3 -march=native -fopenmp cnn/cnn.c common/{idx,options,results}.c -lz -lm)
+ * Compile: make cnn   (mpicc -std=c11 -O3 -march=native -fopenmp -Icommon cnn/cnn.c common/{idx,options,results,checkpoint}.c -lz -lm -pthread)
  * Run:     cnn/cnn --data data/fashion --epochs 5     (1 rank x 1 thread: the serial baseline)
  *          scripts/mpirun.sh --bind-to-none 2 cnn/cnn --threads 8 --sync allreduce
  */
@@ -44,12 +44,15 @@
 #include <omp.h>
 
 #include "checkpoint.h"
+#include "checkpoint_mpi.h"
+#include "data.h"
 #include "gemm.h"       /* matmul(), transpose(): the one matrix kernel */
 #include "idx.h"
 #include "mlp.h"
 #include "options.h"
 #include "prng.h"
 #include "results.h"
+#include "sharded_data.h"
 #include "timer.h"
 
 #if defined(__AVX512F__)
@@ -946,6 +949,7 @@ static double model_bytes(const train_options *o, int features) {
 
 #ifndef TESTING
 int main(int argc, char **argv) {
+    program_name = PROGRAM;
     /* FUNNELED: OpenMP threads run, but only the master thread (this one) calls MPI */
     int provided = MPI_THREAD_SINGLE;
     if (MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {

@@ -1,8 +1,9 @@
 /*
- * common/mlp.h — the small pieces of an MLP trainer that every trainer has verbatim
- * (header-only): aligned buffers, the sigmoid pass, softmax + cross-entropy, argmax,
- * gathering a batch, the fixed-order sums of gradient buffers, the model's FLOP count
- * and the ASCII-art predictions. Strategy code (how a step is shared) never lives here.
+ * common/mlp.h — the maths of an MLP that every trainer has verbatim (header-only):
+ * aligned buffers, the sigmoid pass, softmax + cross-entropy, argmax, the split of n
+ * items over workers, the fixed-order sums of gradient buffers, the model's FLOP count
+ * and bytes. Strategy code (how a step is shared) never lives here: the owner-computes
+ * sums are common/owner.h; data loading is common/data.h.
  */
 #ifndef PARTRAIN_MLP_H
 #define PARTRAIN_MLP_H
@@ -13,9 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "idx.h"
+#include "idx.h"       /* IDX_CLASSES */
 #include "options.h"
-#include "memcheck.h"
 
 #ifdef __cplusplus
 #define restrict __restrict__
@@ -68,6 +68,18 @@ static inline int argmax10(const float *z, int classes) {
     return best;
 }
 
+/* Correct argmax predictions of rows logits against y; each prediction into pred when
+ * pred is not NULL. */
+static inline long count_correct(const float *logits, int rows, int classes, const unsigned char *y, unsigned char *pred) {
+    long correct = 0;
+    for (int i = 0; i < rows; i++) {
+        int p = argmax10(logits + (long)i * classes, classes);
+        correct += p == y[i];
+        if (pred) pred[i] = (unsigned char)p;
+    }
+    return correct;
+}
+
 /* [*lo, *hi) = worker t's part of n items, in units of `unit` items (sizes differ by at
  * most one unit; the last part takes the remainder). unit 1: batch rows; unit 16:
  * parameter slices, so that two threads never write the same cache line. */
@@ -76,15 +88,6 @@ static inline void split_units(long n, int t, int T, long unit, long *lo, long *
     long u0 = t * q + (t < r ? t : r), u1 = u0 + q + (t < r);
     *lo = u0 * unit < n ? u0 * unit : n;
     *hi = u1 * unit < n ? u1 * unit : n;
-}
-
-/* rows samples of d, in the order idx gives, into x (rows x features) and y */
-static inline void gather_batch(const dataset *d, const uint32_t *idx, int rows, float *x, unsigned char *y) {
-    size_t bytes = sizeof(float) * (size_t)d->features;
-    for (int r = 0; r < rows; r++) {
-        memcpy(x + (size_t)r * d->features, d->x + (size_t)idx[r] * d->features, bytes);
-        y[r] = d->y[idx[r]];
-    }
 }
 
 /* model FLOP per training sample of layers size[0] -> ... -> size[L]: forward 2*in*out
@@ -102,7 +105,7 @@ static inline double dense_flops_per_sample(const int *size, int L) {
 /* W[p] = fmaf(scale, g_0[p] + g_1[p] + ... + g_{ng-1}[p], W[p]) for p in [lo, hi):
  * the sum always in the order of g[], chunk by chunk in a buffer that stays in L1, so
  * whoever computes a slice gets the same bits (openmp --accum reduction's threads,
- * mpi --sync shm's ranks). ng >= 1. */
+ * mpi/shm's ranks). ng >= 1. */
 static inline void sum_update(float *restrict w, float *const *g, int ng, long lo, long hi, float scale) {
     enum { CHUNK = 512 };
     float s[CHUNK] __attribute__((aligned(64)));
@@ -120,8 +123,8 @@ static inline void sum_update(float *restrict w, float *const *g, int ng, long l
 }
 
 /* dst[p] = g_0[p] + g_1[p] + ... + g_{ng-1}[p] for p in [lo, hi), always in the order
- * of g[] (ng = 0, no worker had rows of a short batch: zeros); hybrid's threads, mpi
- * --sync shm's ranks across nodes. */
+ * of g[] (ng = 0, no worker had rows of a short batch: zeros); hybrid's threads, mpi/shm's
+ * ranks across nodes. */
 static inline void sum_in_order(float *restrict dst, float *const *g, int ng, long lo, long hi) {
     if (ng == 0) { memset(dst + lo, 0, sizeof(float) * (size_t)(hi - lo)); return; }
     const float *restrict g0 = g[0];
@@ -131,48 +134,6 @@ static inline void sum_in_order(float *restrict dst, float *const *g, int ng, lo
         for (long p = lo; p < hi; p++) dst[p] += gu[p];
     }
 }
-
-#ifdef PARTRAIN_GEMM_H   /* (common/gemm.h included before this header) */
-/* The owner-computes form of those sums (mpi --sync shm, openmp --accum owner): the
- * worker that owns a slice of the parameters forms the slice's gradient sums itself from
- * every worker's activations and dZ, instead of reading every worker's whole gradient.
- * Rows of W per block: a block of the sums (rows x out floats) stays in L1 (24 KB) while
- * every worker's part is added to it; a multiple of the kernel's 6-row tile. */
-static inline int slice_block_rows(int out) {
-    int r = 6144 / out / 6 * 6;
-    return r < 6 ? 6 : r;
-}
-
-static const epilogue EPI_ADD = { 1.0f, 1, NULL, ACT_NONE, NULL, ACT_NONE };   /* C = fmaf(1, acc, C) = C + acc */
-
-/* tile (rows x out) = rows r0.. of a layer's weight gradient (W: in x out) summed over
- * the ng workers: worker u's sums act_u^T . dz_u over its own n[u] rows (act_u: n[u] x
- * in, dz_u: n[u] x out) by the kernel's chain, as in its own plain gradient, then added
- * in worker order, as sum_update() and sum_in_order() add the workers' buffers: the same
- * bits. ng = 0 (a short batch left these workers no rows): zeros. */
-static inline void slice_gradient_block(float *restrict tile, int rows, int out, long r0, int in,
-                                        const float *const *act, const float *const *dz, const int *n, int ng) {
-    if (ng == 0) { memset(tile, 0, sizeof(float) * (size_t)rows * (size_t)out); return; }
-    for (int u = 0; u < ng; u++)
-        matmul(rows, out, n[u], act[u] + r0, 1, in, dz[u], out, tile, out, u ? &EPI_ADD : &EPI_PLAIN);
-}
-
-/* s[j - j0], j in [j0, j1): the bias part, worker u's column sums of dz_u (from 0, its
- * rows in order, as its own gradient's) added in worker order. */
-static inline void slice_bias_sums(float *restrict s, long j0, long j1, int out,
-                                   const float *const *dz, const int *n, int ng) {
-    for (long j = j0; j < j1; j++) s[j - j0] = 0.0f;
-    for (int u = 0; u < ng; u++)
-        for (long c0 = j0; c0 < j1; c0 += 16) {
-            float part[16];
-            int c = (int)(j1 - c0 < 16 ? j1 - c0 : 16);
-            for (int j = 0; j < c; j++) part[j] = 0.0f;
-            for (int i = 0; i < n[u]; i++)
-                for (int j = 0; j < c; j++) part[j] += dz[u][(long)i * out + c0 + j];
-            for (int j = 0; j < c; j++) s[c0 - j0 + j] = u ? s[c0 - j0 + j] + part[j] : part[j];
-        }
-}
-#endif
 
 /* What a dense net of o's layers takes for `features` inputs and `rows` rows of
  * activations, with `grads` gradient buffers the size of the parameters besides them:
@@ -190,61 +151,6 @@ static inline double dense_model_bytes(const train_options *o, int features, lon
         prev = out;
     }
     return sizeof(float) * (params * (1 + grads) + widest * (rows > 512 ? 2 : 1) + 2.0 * rows * width_sum);
-}
-
-/* The sizes of a run's data, from the files' headers: counts and the image side, with
- * --train, --test, --batch full and --image-size applied and checked. A problem: one
- * line "prog: ..." on stderr, exit 2. */
-typedef struct { long train_n, test_n; int side; } data_plan;
-static inline void plan_data(const char *prog, train_options *o, data_plan *p) {
-    char err[IDX_ERR_LEN];
-    long train_avail, test_avail;
-    int train_side = 0, test_side = 0;
-    if (dataset_count(o->data_dir, "train", &train_avail, err, sizeof err) ||
-        dataset_count(o->data_dir, "t10k", &test_avail, err, sizeof err) ||
-        dataset_side(o->data_dir, "train", &train_side, err, sizeof err) ||
-        dataset_side(o->data_dir, "t10k", &test_side, err, sizeof err) ||
-        (!o->image_size && dataset_check_sides(o->data_dir, train_side, test_side, err, sizeof err))) {
-        fprintf(stderr, "%s: %s\n", prog, err);
-        exit(2);
-    }
-    if (o->train_n > train_avail) options_die(prog, "--train %ld: %s holds only %ld training samples", o->train_n, o->data_dir, train_avail);
-    if (o->test_n > test_avail) options_die(prog, "--test %ld: %s holds only %ld test samples", o->test_n, o->data_dir, test_avail);
-    p->train_n = o->train_n ? o->train_n : train_avail;
-    p->test_n = o->test_n ? o->test_n : test_avail;
-    p->side = o->image_size ? o->image_size : train_side;
-    if (o->batch_full) o->batch = p->train_n;
-    if (o->batch > p->train_n) options_die(prog, "--batch %ld is larger than the %ld training samples", o->batch, p->train_n);
-}
-
-/* The data of a one-process run, after plan_data() and the memory check: the first
- * --train and --test samples of the files, resampled to --image-size. A problem with
- * the files: one line "prog: ..." on stderr, exit 2. */
-static inline void load_data(const char *prog, train_options *o, const data_plan *p, dataset *train, dataset *test) {
-    char err[IDX_ERR_LEN];
-    if (dataset_load(o->data_dir, "train", 0, p->train_n, o->image_size, train, err, sizeof err) ||
-        dataset_load(o->data_dir, "t10k", 0, p->test_n, o->image_size, test, err, sizeof err) ||
-        dataset_check_sides(o->data_dir, train->side, test->side, err, sizeof err)) {
-        fprintf(stderr, "%s: %s\n", prog, err);
-        exit(2);
-    }
-}
-
-/* --predict K: the first K test images as ASCII art, with the predicted and true label */
-static inline void print_predictions(const dataset *d, const unsigned char *pred, int k) {
-    static const char shades[] = " .:-=+*#%@";
-    int step = d->side > 28 ? d->side / 28 : 1;
-    for (int s = 0; s < k && s < d->n; s++) {
-        printf("test image %d: predicted %d, true %d%s\n", s, pred[s], d->y[s], pred[s] == d->y[s] ? "" : "  <-- wrong");
-        for (int r = 0; r < d->side; r += step) {
-            for (int c = 0; c < d->side; c += step) {
-                float v = d->x[(size_t)s * d->features + (size_t)r * d->side + c];
-                int q = (int)(v * 9.999f);
-                putchar(shades[q < 0 ? 0 : q > 9 ? 9 : q]);
-            }
-            putchar('\n');
-        }
-    }
 }
 
 #endif

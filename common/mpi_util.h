@@ -1,8 +1,9 @@
 /*
  * common/mpi_util.h — the MPI plumbing every MPI trainer has verbatim (header-only):
- * this process's rank, checked MPI calls, set-up errors every rank agrees on, the
- * shards of a data set, option errors printed once, and MPI finalized on any exit.
- * The including file defines PROGRAM and includes <mpi.h> and options.h first.
+ * this process's rank, checked MPI calls, set-up errors every rank agrees on, option
+ * errors printed once, and MPI finalized on any exit (the sharded loader is
+ * common/sharded_data.h, checkpoints over the ranks common/checkpoint_mpi.h).
+ * Messages start with common/program.h's program_name.
  * Errors: every MPI call goes through mpi_check() with MPI_ERRORS_RETURN set on
  * MPI_COMM_WORLD, so a failing call prints one line naming the rank and the call and
  * the whole job ends (MPI_Abort): no rank waits forever in a collective.
@@ -17,11 +18,14 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <poll.h>
 #include <unistd.h>
 
-#include "checkpoint.h"
-#include "idx.h"
-#include "memcheck.h"
+#include <mpi.h>
+
+#include "idx.h"       /* IDX_ERR_LEN */
+#include "options.h"
+#include "program.h"
 #include "timer.h"
 
 static int rank = 0, nranks = 1;   /* this process in MPI_COMM_WORLD */
@@ -32,7 +36,7 @@ static inline void mpi_check(int rc, const char *call) {
     char msg[MPI_MAX_ERROR_STRING];
     int len = 0;
     if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) snprintf(msg, sizeof msg, "error code %d", rc);
-    fprintf(stderr, PROGRAM ": rank %d: %s failed: %s\n", rank, call, msg);
+    fprintf(stderr, "%s: rank %d: %s failed: %s\n", program_name, rank, call, msg);
     fflush(stderr);
     MPI_Abort(MPI_COMM_WORLD, 1);
     exit(1);
@@ -44,7 +48,7 @@ static inline void agree_or_die(int failed, const char *msg, int status) {
     int mine = failed ? rank : nranks, lowest = nranks;
     mpi_check(MPI_Allreduce(&mine, &lowest, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce");
     if (lowest == nranks) return;
-    if (rank == lowest) fprintf(stderr, PROGRAM ": %s\n", msg);
+    if (rank == lowest) fprintf(stderr, "%s: %s\n", program_name, msg);
     exit(status);
 }
 
@@ -57,16 +61,8 @@ static void die_all(const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    if (rank == 0) fprintf(stderr, PROGRAM ": %s (see --help)\n", msg);   /* options_die()'s form; every rank agrees */
+    if (rank == 0) fprintf(stderr, "%s: %s (see --help)\n", program_name, msg);   /* options_die()'s form; every rank agrees */
     exit(2);
-}
-
-/* part k's contiguous range [*lo, *lo + *count) of n items over `parts` parts: sizes
- * differ by at most one */
-static inline void shard(long n, int k, int parts, long *lo, long *count) {
-    long base = n / parts, rem = n % parts;
-    *lo = k * base + (k < rem ? k : rem);
-    *count = base + (k < rem ? 1 : 0);
 }
 
 /* Ranks other than 0 parse the flags with stderr muted: the flags are the same on every
@@ -179,72 +175,6 @@ static int __attribute__((unused)) hier_allreduce(float *buf, int n, const hier_
     return MPI_SUCCESS;
 }
 
-/* The data of a data-parallel run, checked alike on every rank: the whole training set
- * (the shuffle is global, so every rank touches every sample) and this rank's contiguous
- * shard of the test set (empty when there are more ranks than test samples). Resolves
- * --batch full, and --batch-per-rank B (0: not given) into a global batch of P * B.
- * Flags that do not fit the data: one line from rank 0, every rank exits 2. */
-typedef struct {
-    dataset train, test;
-    long train_n, test_n;          /* samples used (--train, --test or the files') */
-    long test_lo, test_count;      /* this rank's test shard */
-} sharded_data;
-static void __attribute__((unused)) load_sharded_data(train_options *o, long batch_per_rank,
-                                                      double (*model_bytes)(const train_options *o, int features),
-                                                      sharded_data *d) {
-    char err[IDX_ERR_LEN] = "";
-    memset(d, 0, sizeof *d);
-    long train_avail = 0, test_avail = 0;
-    int bad = dataset_count(o->data_dir, "train", &train_avail, err, sizeof err) ||
-              dataset_count(o->data_dir, "t10k", &test_avail, err, sizeof err);
-    agree_or_die(bad, err, 2);
-    if (o->train_n > train_avail) die_all("--train %ld: %s holds only %ld training samples", o->train_n, o->data_dir, train_avail);
-    if (o->test_n > test_avail) die_all("--test %ld: %s holds only %ld test samples", o->test_n, o->data_dir, test_avail);
-    long train_n = d->train_n = o->train_n ? o->train_n : train_avail;
-    d->test_n = o->test_n ? o->test_n : test_avail;
-    if (nranks > train_n)
-        die_all("%d ranks but only %ld training samples: every rank needs at least one (fewer ranks or a larger --train)", nranks, train_n);
-    if (batch_per_rank) {
-        o->batch = batch_per_rank * nranks;
-        if (o->batch > train_n)
-            die_all("--batch-per-rank %ld: %d ranks x %ld = %ld rows is larger than the %ld training samples",
-                    batch_per_rank, nranks, batch_per_rank, o->batch, train_n);
-    }
-    if (o->batch_full) o->batch = train_n;
-    if (o->batch > train_n) die_all("--batch %ld is larger than the %ld training samples", o->batch, train_n);
-    if (o->batch < nranks)
-        die_all("--batch %ld is smaller than the %d ranks: every rank needs at least one row of each mini-batch", o->batch, nranks);
-    shard(d->test_n, rank, nranks, &d->test_lo, &d->test_count);
-    /* the files' image sides, and whether the ranks of this node fit in its memory */
-    int train_side = 0, test_side = 0;
-    bad = dataset_side(o->data_dir, "train", &train_side, err, sizeof err) ||
-          dataset_side(o->data_dir, "t10k", &test_side, err, sizeof err) ||
-          (!o->image_size && dataset_check_sides(o->data_dir, train_side, test_side, err, sizeof err));
-    agree_or_die(bad, err, 2);
-    int side = o->image_size ? o->image_size : train_side, local = ranks_on_this_node();
-    double need = mem_dataset_bytes(train_n + d->test_count, side) + (model_bytes ? model_bytes(o, side * side) : 0);
-    bad = mem_short(need, local, "data, model and buffers", err, sizeof err);
-    agree_or_die(bad, err, 2);
-    bad = dataset_load(o->data_dir, "train", 0, train_n, o->image_size, &d->train, err, sizeof err);
-    if (!bad && d->test_count > 0)
-        bad = dataset_load(o->data_dir, "t10k", d->test_lo, d->test_count, o->image_size, &d->test, err, sizeof err);
-    agree_or_die(bad, err, 2);
-    /* every rank must have loaded the same training set (the same files on every node):
-     * its size, image side and bytes, compared over the ranks */
-    unsigned long long mine[3] = { (unsigned long long)d->train.n, (unsigned long long)d->train.side, 0xcbf29ce484222325ull };
-    const unsigned char *p = (const unsigned char *)d->train.x;
-    for (size_t i = 0; i < sizeof(float) * (size_t)d->train.n * (size_t)d->train.features; i++)
-        mine[2] = (mine[2] ^ p[i]) * 0x100000001b3ull;
-    for (long i = 0; i < d->train.n; i++) mine[2] = (mine[2] ^ d->train.y[i]) * 0x100000001b3ull;
-    unsigned long long lo[3], hi[3];
-    mpi_check(MPI_Allreduce(mine, lo, 3, MPI_UNSIGNED_LONG_LONG, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce");
-    mpi_check(MPI_Allreduce(mine, hi, 3, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
-    if (lo[0] != hi[0] || lo[1] != hi[1] || lo[2] != hi[2])
-        die_all("the ranks loaded different training sets from %s/train-images (%llu..%llu samples, %llux%llu..%llux%llu "
-                "images%s): every rank must see the same files", o->data_dir, lo[0], hi[0], lo[1], lo[1], hi[1], hi[1],
-                lo[0] == hi[0] && lo[1] == hi[1] ? ", different contents" : "");
-}
-
 /* Whether every rank holds the same bytes (the model replicas after training): FNV-1a
  * of the bytes, its minimum and maximum over the ranks. When they differ, rank 0 says so
  * in one line (the run then writes no result). */
@@ -255,34 +185,8 @@ static inline int replicas_identical(const void *bytes, size_t n) {
     mpi_check(MPI_Allreduce(&h, &hmin, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce");
     mpi_check(MPI_Allreduce(&h, &hmax, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
     if (hmin != hmax && rank == 0)
-        fprintf(stderr, PROGRAM ": the model replicas differ between ranks after training; no result written\n");
+        fprintf(stderr, "%s: the model replicas differ between ranks after training; no result written\n", program_name);
     return hmin == hmax;
-}
-
-/* --resume: rank 0 reads and checks the file (another node's ranks may not see it); if it
- * is bad, every rank exits 2; else rank 0 sends the state to every rank (the parameters
- * too when with_params: the replicas of data parallelism). */
-static inline void resume_on_every_rank(checkpoint *c, const train_options *o, int with_params) {
-    if (!o->resume) return;
-    char err[IDX_ERR_LEN] = "";
-    agree_or_die(rank == 0 && checkpoint_load(o->resume, c, o->epochs, err, sizeof err), err, 2);
-    double state[2] = { (double)c->epochs_done, c->seconds };
-    mpi_check(MPI_Bcast(state, 2, MPI_DOUBLE, 0, MPI_COMM_WORLD), "MPI_Bcast");
-    c->epochs_done = (int)state[0];
-    c->seconds = state[1];
-    if (with_params) mpi_check(MPI_Bcast(c->params, (int)c->n_floats, MPI_FLOAT, 0, MPI_COMM_WORLD), "MPI_Bcast");
-    for (int k = 0; k < c->n_series; k++)
-        mpi_check(MPI_Bcast(c->series[k], c->epochs_done, MPI_DOUBLE, 0, MPI_COMM_WORLD), "MPI_Bcast");
-}
-
-/* After an epoch: rank 0 writes the checkpoint when one is due (the replicas are equal)
- * while the others wait, so that no epoch's time holds the write. Returns its seconds. */
-static inline double checkpoint_after_epoch_root(const checkpoint *c, const train_options *o, int epoch, double seconds) {
-    if (!checkpoint_due(o, epoch)) return 0.0;
-    double t0 = timer_now();
-    if (rank == 0) checkpoint_after_epoch(c, PROGRAM, o, epoch, seconds);
-    mpi_check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
-    return timer_now() - t0;
 }
 
 /* exit() anywhere (bad flags on every rank, --help) still finalizes MPI, so mpirun sees
@@ -302,14 +206,16 @@ static inline void finalize_at_exit(void) {
         double end = timer_now() + 2.0;
         if (MPI_Ibarrier(MPI_COMM_WORLD, &req) == MPI_SUCCESS)
             while (!done && timer_now() < end && MPI_Test(&req, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && !done)
-                nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+                poll(NULL, 0, 1);   /* 1 ms */
         if (!done) {
-            if (muted_stderr >= 0)   /* its message went to /dev/null with the other ranks' */
-                dprintf(muted_stderr, PROGRAM ": rank %d: %s; the other ranks accepted their flags: every rank must "
-                        "run the same command line\n", rank, options_error);
-            else
-                fprintf(stderr, PROGRAM ": rank %d: the other ranks accepted their flags: every rank must run the "
-                        "same command line\n", rank);
+            if (muted_stderr >= 0) {   /* its message went to /dev/null with the other ranks' */
+                char line[1024];
+                int n = snprintf(line, sizeof line, "%s: rank %d: %s; the other ranks accepted their flags: every "
+                                 "rank must run the same command line\n", program_name, rank, options_error);
+                if (n > 0 && write(muted_stderr, line, n < (int)sizeof line ? (size_t)n : sizeof line - 1) < 0) { /* nowhere else to say it */ }
+            } else
+                fprintf(stderr, "%s: rank %d: the other ranks accepted their flags: every rank must run the "
+                        "same command line\n", program_name, rank);
             _exit(2);
         }
     }
@@ -320,7 +226,7 @@ static inline void finalize_at_exit(void) {
  * fails), MPI_Finalize at exit (finalize_at_exit), errors returned rather than fatal so
  * that mpi_check() can name the call, and rank, nranks. */
 static void __attribute__((unused)) mpi_start(int *argc, char ***argv) {
-    if (MPI_Init(argc, argv) != MPI_SUCCESS) { fprintf(stderr, PROGRAM ": MPI_Init failed\n"); exit(1); }
+    if (MPI_Init(argc, argv) != MPI_SUCCESS) { fprintf(stderr, "%s: MPI_Init failed\n", program_name); exit(1); }
     atexit(finalize_at_exit);
     mpi_check(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
     mpi_check(MPI_Comm_rank(MPI_COMM_WORLD, &rank), "MPI_Comm_rank");

@@ -2,6 +2,7 @@
  * common/options.c — parsing of the flags every trainer shares; see options.h.
  */
 #include "options.h"
+#include "program.h"
 
 #include <errno.h>
 #include <math.h>
@@ -9,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+const char *program_name = "partrain";   /* each main sets its own first */
 
 /* The fuzz build (make fuzz: -DPARTRAIN_FUZZ) rejects a flag without ending the process:
  * tests/fuzz/fuzz_options.c defines options_fuzz_exit(), which longjmps back to the harness.

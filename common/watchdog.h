@@ -33,10 +33,10 @@
  * The thread stops before MPI_Finalize (an atexit handler registered after the trainer's
  * finalize_at_exit runs first) and tells the others it finished.
  *
- * The including file defines PROGRAM and includes <mpi.h> (and options.h) first; without
- * <mpi.h> (cuda/cuda, cuda/cuda-emu) every function here is an empty stub and the flag is
- * not accepted. Use:
- *   parse loop:   if (watchdog_parse(PROGRAM, argc, argv, &i)) continue;
+ * Messages start with common/program.h's program_name. Without <mpi.h> included first
+ * (cuda/cuda, cuda/cuda-emu) every function here is an empty stub and the flag is not
+ * accepted. Use:
+ *   parse loop:   if (watchdog_parse(program_name, argc, argv, &i)) continue;
  *   usage():      watchdog_usage();
  *   after set-up: watchdog_start();
  *   per step:     watchdog_progress(epoch, step);  per evaluation chunk: watchdog_beat();
@@ -74,6 +74,9 @@ static inline void watchdog_beat(void) {}
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "options.h"
+#include "program.h"
 
 #define WD_MAX_ADDRS 8          /* IPv4 addresses per rank */
 #define WD_GRACE 2.5            /* seconds a roll call waits for the answers */
@@ -279,8 +282,8 @@ static inline void *wd_main(void *arg) {
             }
             if (seen != roll_beat || !(answered && others_idle && !silent && !unheard)) deadlocks = 0;
             if (wd.verbose)
-                fprintf(stderr, PROGRAM ": rank %d: watchdog: roll call after %.1f s without progress: %d answered "
-                        "(least idle %.1f s), %d silent, %d unheard: %s\n", me, roll_idle, answered, answered ? least_idle : 0.0, silent,
+                fprintf(stderr, "%s: rank %d: watchdog: roll call after %.1f s without progress: %d answered "
+                        "(least idle %.1f s), %d silent, %d unheard: %s\n", program_name, me, roll_idle, answered, answered ? least_idle : 0.0, silent,
                         unheard, seen != roll_beat ? "this rank moved on" : silent ? "stopped or hung" : unheard ? "unreachable"
                         : answered && others_idle ? "no rank progresses" : answered ? "a slow step elsewhere" : "the others finished");
             if (seen != roll_beat) {
@@ -289,9 +292,9 @@ static inline void *wd_main(void *arg) {
                 char who[512];
                 wd_name_ranks(who, sizeof who, silent);
                 if (lowest == me || (deferred_since > 0 && now - deferred_since > (wd_timeout > 10 ? wd_timeout : 10))) {
-                    fprintf(stderr, PROGRAM ": %s %s (stopped or hung); rank %d has made no progress for %.0f s "
+                    fprintf(stderr, "%s: %s %s (stopped or hung); rank %d has made no progress for %.0f s "
                             "(waiting since epoch %d step %ld); aborting (--timeout-step %g)\n",
-                            who, silent > 1 ? "do not answer" : "does not answer", me, now - last_progress,
+                            program_name, who, silent > 1 ? "do not answer" : "does not answer", me, now - last_progress,
                             __atomic_load_n(&wd.epoch, __ATOMIC_RELAXED), __atomic_load_n(&wd.step, __ATOMIC_RELAXED), wd_timeout);
                     wd_abort();
                 }
@@ -301,17 +304,17 @@ static inline void *wd_main(void *arg) {
                     for (int r = 0; r < n; r++) wd.ranks[r].mark = r != me && !wd.ranks[r].done && !wd.ranks[r].heard;
                     char who[512];
                     wd_name_ranks(who, sizeof who, unheard);
-                    fprintf(stderr, PROGRAM ": rank %d: watchdog: %s never answered over UDP (blocked?): a stopped "
-                            "rank cannot be told from a slow one\n", me, who);
+                    fprintf(stderr, "%s: rank %d: watchdog: %s never answered over UDP (blocked?): a stopped "
+                            "rank cannot be told from a slow one\n", program_name, me, who);
                     noted = 1;
                 }
                 next_roll = now + wd_timeout;
             } else if (answered && others_idle) {
                 /* every rank answered, none progressed: a deadlock, if the next roll call agrees */
                 if (++deadlocks >= 2 && lowest == me) {
-                    fprintf(stderr, PROGRAM ": no rank has made progress for %.0f s, and all %d answer: a deadlock, or a "
+                    fprintf(stderr, "%s: no rank has made progress for %.0f s, and all %d answer: a deadlock, or a "
                             "step slower than --timeout-step %g; rank %d waits since epoch %d step %ld; aborting\n",
-                            now - last_progress, answered + 1, wd_timeout, me,
+                            program_name, now - last_progress, answered + 1, wd_timeout, me,
                             __atomic_load_n(&wd.epoch, __ATOMIC_RELAXED), __atomic_load_n(&wd.step, __ATOMIC_RELAXED));
                     wd_abort();
                 }
@@ -343,7 +346,7 @@ static inline void *wd_main(void *arg) {
             uint32_t tag[2];
             wd_tag(&m, tag);
             if (((tag[0] ^ m.tag[0]) | (tag[1] ^ m.tag[1])) != 0) {
-                if (wd.verbose) fprintf(stderr, PROGRAM ": rank %d: watchdog: a datagram with a wrong tag dropped\n", me);
+                if (wd.verbose) fprintf(stderr, "%s: rank %d: watchdog: a datagram with a wrong tag dropped\n", program_name, me);
                 continue;   /* forged, or another job's key */
             }
             int r = (int)ntohl(m.from);
@@ -351,7 +354,7 @@ static inline void *wd_main(void *arg) {
             wd_rank_state *s = &wd.ranks[r];
             uint64_t counter = ((uint64_t)ntohl(m.counter_hi) << 32) | ntohl(m.counter_lo);
             if (counter <= s->counter) {
-                if (wd.verbose) fprintf(stderr, PROGRAM ": rank %d: watchdog: a replayed datagram dropped\n", me);
+                if (wd.verbose) fprintf(stderr, "%s: rank %d: watchdog: a replayed datagram dropped\n", program_name, me);
                 continue;
             }
             s->counter = counter;
@@ -423,7 +426,7 @@ static inline uint32_t wd_route_from(uint32_t to) {
 static inline void watchdog_start(void) {
     int me = 0, n = 1;
     if (MPI_Comm_rank(MPI_COMM_WORLD, &me) != MPI_SUCCESS || MPI_Comm_size(MPI_COMM_WORLD, &n) != MPI_SUCCESS) {
-        fprintf(stderr, PROGRAM ": watchdog: MPI_Comm_rank/size failed\n");
+        fprintf(stderr, "%s: watchdog: MPI_Comm_rank/size failed\n", program_name);
         wd_abort();
     }
     if (n < 2 || wd_timeout <= 0 || wd.running) return;
@@ -440,18 +443,18 @@ static inline void watchdog_start(void) {
     }
     wd.peers = (wd_peer *)calloc((size_t)n, sizeof(wd_peer));
     wd.ranks = (wd_rank_state *)calloc((size_t)n, sizeof(wd_rank_state));
-    if (!wd.peers || !wd.ranks) { fprintf(stderr, PROGRAM ": rank %d: out of memory\n", me); wd_abort(); }
+    if (!wd.peers || !wd.ranks) { fprintf(stderr, "%s: rank %d: out of memory\n", program_name, me); wd_abort(); }
     /* 1. every rank's addresses */
     if (MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, wd.peers, (int)sizeof mine, MPI_BYTE, MPI_COMM_WORLD) !=
         MPI_SUCCESS) {
-        fprintf(stderr, PROGRAM ": rank %d: watchdog: MPI_Allgather failed\n", me);
+        fprintf(stderr, "%s: rank %d: watchdog: MPI_Allgather failed\n", program_name, me);
         wd_abort();
     }
     /* 2. the key: drawn on rank 0, shared through MPI, never sent over UDP */
     uint64_t shared[3] = { 0, 0, 1 };   /* key, and whether rank 0 has one */
     if (me == 0 && getrandom(shared, 2 * sizeof(uint64_t), 0) != (ssize_t)(2 * sizeof(uint64_t))) shared[2] = 0;
     if (MPI_Bcast(shared, 3, MPI_UINT64_T, 0, MPI_COMM_WORLD) != MPI_SUCCESS) {
-        fprintf(stderr, PROGRAM ": rank %d: watchdog: MPI_Bcast failed\n", me);
+        fprintf(stderr, "%s: rank %d: watchdog: MPI_Bcast failed\n", program_name, me);
         wd_abort();
     }
     wd.key[0] = shared[0];
@@ -483,7 +486,7 @@ static inline void watchdog_start(void) {
     mine.n_addrs = 0;
     mine.port = 0;
     if (why) {
-        fprintf(stderr, PROGRAM ": rank %d: watchdog off on this rank: %s: %s\n", me, why, strerror(errno));
+        fprintf(stderr, "%s: rank %d: watchdog off on this rank: %s: %s\n", program_name, me, why, strerror(errno));
         if (wd.fd >= 0) close(wd.fd);
         wd.fd = -1;
     } else {
@@ -493,7 +496,7 @@ static inline void watchdog_start(void) {
     /* 4. every rank's bound address and port */
     if (MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, wd.peers, (int)sizeof mine, MPI_BYTE, MPI_COMM_WORLD) !=
         MPI_SUCCESS) {
-        fprintf(stderr, PROGRAM ": rank %d: watchdog: MPI_Allgather failed\n", me);
+        fprintf(stderr, "%s: rank %d: watchdog: MPI_Allgather failed\n", program_name, me);
         wd_abort();
     }
     wd.me = me;
@@ -503,7 +506,7 @@ static inline void watchdog_start(void) {
     if (wd.verbose) {   /* test hook: where this rank listens */
         char ip[INET_ADDRSTRLEN];
         inet_ntop(AF_INET, &addr.sin_addr, ip, sizeof ip);
-        fprintf(stderr, PROGRAM ": rank %d: watchdog: pid %d listens on %s:%u\n", me, (int)getpid(), ip,
+        fprintf(stderr, "%s: rank %d: watchdog: pid %d listens on %s:%u\n", program_name, me, (int)getpid(), ip,
                 (unsigned)ntohs(addr.sin_port));
     }
     /* the thread takes no signal: Ctrl-C and mpirun's signals go to the trainer as before */
@@ -513,7 +516,7 @@ static inline void watchdog_start(void) {
     int rc = pthread_create(&wd.thread, NULL, wd_main, NULL);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc) {
-        fprintf(stderr, PROGRAM ": rank %d: watchdog off on this rank: pthread_create: %s\n", me, strerror(rc));
+        fprintf(stderr, "%s: rank %d: watchdog off on this rank: pthread_create: %s\n", program_name, me, strerror(rc));
         close(wd.fd); close(wd.wake[0]); close(wd.wake[1]);
         free(wd.peers); free(wd.ranks); wd.peers = NULL; wd.ranks = NULL;
         return;

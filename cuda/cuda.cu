@@ -36,10 +36,12 @@
 
 /* common/ is C: its headers declare C functions (compiled by cc, linked as C) */
 extern "C" {
+#include "data.h"
 #include "idx.h"
 #include "mlp.h"
 #include "options.h"
 #include "prng.h"
+#include "program.h"
 #include "results.h"
 #include "timer.h"
 }
@@ -665,13 +667,6 @@ static void exchange_and_update(mlp *m, float scale) {
 // ----------------------------------------------------------------------------
 // data movement and evaluation
 
-/* rank r's contiguous part [*lo, *lo + *count) of n items: sizes differ by at most one */
-static void shard(long n, int r, int p, long *lo, long *count) {
-    long base = n / p, rem = n % p;
-    *lo = r * base + (r < rem ? r : rem);
-    *count = base + (r < rem ? 1 : 0);
-}
-
 /* x[r] = X[order[r]], y[r] = Y[order[r]] for the rows of a batch: one thread per float */
 __global__ void __launch_bounds__(THREADS) gather_kernel(const float *X, const unsigned char *Y, const uint32_t *order, int rows,
                               int features, float *x, unsigned char *y) {
@@ -810,6 +805,7 @@ static void finalize_at_exit(void) {
 
 #ifndef TESTING
 int main(int argc, char **argv) {
+    program_name = PROGRAM;
 #ifdef USE_MPI
     if (MPI_Init(&argc, &argv) != MPI_SUCCESS) { fprintf(stderr, PROGRAM ": MPI_Init failed\n"); return 1; }
     atexit(finalize_at_exit);

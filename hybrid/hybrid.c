@@ -23,7 +23,7 @@
  * threads (which include waiting for the master's MPI call). More ranks x threads than
  * cores need OMP_WAIT_POLICY=passive; a warning says so. Design: docs/hybrid.md.
  *
- * Compile: make hybrid   (mpicc -std=c11 -O3 -march=native -fopenmp hybrid/hybrid.c common/{idx,options,results}.c -lz -lm)
+ * Compile: make hybrid   (mpicc -std=c11 -O3 -march=native -fopenmp -Icommon hybrid/hybrid.c common/{idx,options,results,checkpoint}.c -lz -lm -pthread)
  * Run:     scripts/mpirun.sh --bind-to-none 4 hybrid/hybrid --threads 8 --data data/fashion --batch 512
  */
 #define _POSIX_C_SOURCE 200809L
@@ -41,12 +41,15 @@
 #include <omp.h>
 
 #include "checkpoint.h"
+#include "checkpoint_mpi.h"
+#include "data.h"
 #include "gemm.h"       /* matmul(), transpose(): the one matrix kernel */
 #include "idx.h"
 #include "mlp.h"
 #include "options.h"
 #include "prng.h"
 #include "results.h"
+#include "sharded_data.h"
 #include "timer.h"
 
 #ifndef _OPENMP
@@ -474,6 +477,7 @@ static double model_bytes(const train_options *o, int features) {
 
 #ifndef TESTING
 int main(int argc, char **argv) {
+    program_name = PROGRAM;
     int provided = MPI_THREAD_SINGLE;
     if (MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
         fprintf(stderr, PROGRAM ": MPI_Init_thread failed\n");

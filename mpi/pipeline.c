@@ -18,7 +18,7 @@
  * Data: stage 0 uses the images, the last stage the labels.
  * Threads: one per rank (MPI_Init). Errors: as mpi/mpi (common/mpi_util.h).
  *
- * Compile: make mpi   (mpicc -std=c11 -O3 -march=native mpi/pipeline.c common/{idx,options,results}.c -lz -lm)
+ * Compile: make mpi   (mpicc -std=c11 -O3 -march=native -Icommon mpi/pipeline.c common/{idx,options,results,checkpoint}.c -lz -lm -pthread)
  * Run:     scripts/mpirun.sh 3 mpi/pipeline --data data/fashion --batch 512 --microbatches 8
  */
 #define _POSIX_C_SOURCE 200809L
@@ -35,6 +35,8 @@
 #include <mpi.h>
 
 #include "checkpoint.h"
+#include "checkpoint_mpi.h"
+#include "data.h"
 #include "gemm.h"       /* matmul(), transpose(): the one matrix kernel */
 #include "idx.h"
 #include "mlp.h"
@@ -395,6 +397,7 @@ static void search_split(const double *cost, int L, int P, int s, int start, int
 
 #ifndef TESTING
 int main(int argc, char **argv) {
+    program_name = PROGRAM;
     mpi_start(&argc, &argv);
     pipeline_options po;
     parse_options(&po, argc, argv);

@@ -1,6 +1,6 @@
 /*
  * openmp/openmp.c — shared-memory trainer: T OpenMP threads share every mini-batch SGD
- * step, in one of four ways (--accum), so their costs can be compared side by side.
+ * step, in one of five ways (--accum), so their costs can be compared side by side.
  *
  * Strategy: serial's MLP and maths (common/gemm.h, common/mlp.h) with serial's update
  * W = fmaf(-lr/B, g, W), g summed over the whole mini-batch of B rows for any T:
@@ -28,7 +28,7 @@
  * Threads: one `omp parallel` region per epoch; above the cores OMP_WAIT_POLICY=passive
  *   (a warning says so). Design, tolerances and determinism: docs/openmp.md.
  *
- * Compile: make openmp   (cc -std=c11 -O3 -march=native -fopenmp openmp/openmp.c common/{idx,options,results}.c -lz -lm)
+ * Compile: make openmp   (cc -std=c11 -O3 -march=native -fopenmp -Icommon openmp/openmp.c common/{idx,options,results,checkpoint}.c -lz -lm)
  * Run:     openmp/openmp --threads 8 --accum loop --data data/fashion --epochs 5 --batch 64
  */
 #define _POSIX_C_SOURCE 200809L
@@ -41,10 +41,12 @@
 #include <omp.h>
 
 #include "checkpoint.h"
+#include "data.h"
 #include "gemm.h"       /* matmul(), transpose(): the one matrix kernel */
 #include "idx.h"
 #include "mlp.h"
 #include "options.h"
+#include "owner.h"      /* --accum owner: the owner-computes sums */
 #include "prng.h"
 #include "results.h"
 #include "timer.h"

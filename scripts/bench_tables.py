@@ -165,7 +165,7 @@ def mpi_batch(batch, groups):
 
 
 def read_mpi_cores_log(path):
-    """(batch, variant, P) -> per run (round), each rank's gW us/sample (None when none printed)"""
+    """(batch, variant, P) -> per run (round), each rank's compute us/sample (None when none printed)"""
     gw = {}
     with open(path) as f:
         for line in f:
@@ -178,11 +178,11 @@ def read_mpi_cores_log(path):
 def mpi_vs_openmp(groups, gw, workers):
     """MPI+MPI vs MPI+OpenMP: mpi shm and allreduce at P = workers beside openmp reduction with
     that many threads: the median of the same-round ratios against serial, the per-round core
-    bound (workers x the slowest rank's speed against P = 1's, from gW us/sample) and the
-    ratio as a fraction of it"""
+    bound (workers x the slowest rank's speed against P = 1's, from compute us/sample: each rank's
+    compute phase per row of its own) and the ratio as a fraction of it"""
     print(f"\nMPI+MPI vs MPI+OpenMP at {workers} workers (speedup: median over the rounds of serial's epoch / the "
           "configuration's in the same round;")
-    print(f" bound: {workers} x the slowest rank's weight-gradient speed against P = 1's, that round; openmp: against the "
+    print(f" bound: {workers} x the slowest rank's compute speed against P = 1's, that round; openmp: against the "
           "shm run's bound)")
     for batch in sorted({k[0] for k in groups}):
         ser = next(([t for t, _, _, _ in v] for k, v in groups.items() if k[:2] == (batch, "serial")), [])

@@ -15,7 +15,7 @@
  * Every other trainer computes this maths with the same kernel and helpers (common/);
  * tests/ checks that they reproduce serial's loss curve for the same seed.
  *
- * Compile: make serial   (cc -std=c11 -O3 -march=native serial/serial.c common/{idx,options,results}.c -lz -lm)
+ * Compile: make serial   (cc -std=c11 -O3 -march=native -Icommon serial/serial.c common/{idx,options,results,checkpoint}.c -lz -lm)
  * Run:     serial/serial --data data/fashion --epochs 5 --batch 64
  *          serial/serial --gemm blas ...   (OpenBLAS single-threaded, when built with it)
  */
@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "checkpoint.h"
+#include "data.h"
 #include "gemm.h"       /* matmul(), transpose(): the one matrix kernel */
 #include "idx.h"
 #include "mlp.h"
@@ -229,11 +230,7 @@ static double evaluate(mlp *m, const dataset *d, unsigned char *predictions) {
         int rows = (int)(d->n - start < m->max_rows ? d->n - start : m->max_rows);
         memcpy(m->act[0], d->x + (size_t)start * d->features, sizeof(float) * (size_t)rows * d->features);
         mlp_forward(m, rows);
-        for (int i = 0; i < rows; i++) {
-            int p = argmax10(m->act[L] + (long)i * classes, classes);
-            correct += p == d->y[start + i];
-            if (predictions) predictions[start + i] = (unsigned char)p;
-        }
+        correct += count_correct(m->act[L], rows, classes, d->y + start, predictions ? predictions + start : NULL);
     }
     return 100.0 * (double)correct / (double)d->n;
 }

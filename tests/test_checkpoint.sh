@@ -27,7 +27,7 @@ configs=(
   "openmp-reduction|openmp/openmp --threads 2 --accum reduction|--hidden 512,512|0"
   "openmp-loop|openmp/openmp --threads 2 --accum loop|--hidden 512,512|0"
   "mpi-allreduce|scripts/mpirun.sh 2 mpi/mpi --sync allreduce|--hidden 512,512|1"
-  "mpi-shm|scripts/mpirun.sh 2 mpi/mpi --sync shm|--hidden 512,512|1"
+  "mpi-shm|scripts/mpirun.sh 2 mpi/shm|--hidden 512,512|1"
   "pipeline|scripts/mpirun.sh 2 mpi/pipeline|--hidden 512,512|1"
   "hybrid|scripts/mpirun.sh --bind-to-none 2 hybrid/hybrid --threads 2|--hidden 512,512|1"
   "cnn|scripts/mpirun.sh --bind-to-none 2 cnn/cnn --threads 1|--image-size 84|1"

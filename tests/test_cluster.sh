@@ -11,8 +11,8 @@
 #     (relative difference <= 1e-5, the tolerance of tests/test_mpi.sh and docs/mpi.md)
 #   - the same mpi/mpi --sync allreduce through `srun --mpi=pmix` directly, and through
 #     `scripts/mpirun.sh --hostfile` (mpirun's rsh agent enters the hosts' namespaces)
-#   - MPI+MPI across hosts: 2 hosts x 2 ranks, --sync shm (a shared window per host) equals
-#     --sync allreduce within the tolerance
+#   - MPI+MPI across hosts: 2 hosts x 2 ranks, mpi/shm (a shared window per host) equals
+#     mpi --sync allreduce within the tolerance
 #   - the gradients crossed the links: the bytes the hosts sent into the bridge (its ports'
 #     rx counters) during each run are >= the allreduce lower bound, 2(P-1) x gradient bytes
 #     per step summed over the P ranks (each of the G bytes must be combined from P ranks and
@@ -89,7 +89,7 @@ done
 # ---- the simulated cluster
 if [ "$(id -u)" != 0 ]; then skip "Slurm cluster in namespaces" "needs root (network namespaces, bridge, daemons)"; finish; fi
 if ! err=$(unshare --net --uts true 2>&1); then skip "Slurm cluster in namespaces" "cannot create network/UTS namespaces: $err"; finish; fi
-for b in serial/serial mpi/mpi hybrid/hybrid; do [ -x $b ] || fail "$b built" "missing (make all)"; done
+for b in serial/serial mpi/mpi mpi/shm hybrid/hybrid; do [ -x $b ] || fail "$b built" "missing (make all)"; done
 [ "$FAILS" -eq 0 ] || finish
 trap '"${LC[@]}" down >/dev/null 2>&1; rm -rf "$TMP"' EXIT
 
@@ -206,17 +206,18 @@ check "scripts/mpirun.sh --hostfile (node1..3 slots=1) 3 mpi/mpi (exit $rc)" "$(
 check_loss "mpirun --hostfile, allreduce, P = 3" "$(curve "$TMP/hostfile.csv" mpi allreduce)"
 check_bytes "mpirun --hostfile ($steps steps)" $((b1 - b0)) 1
 
-# MPI+MPI across hosts: 2 hosts x 2 ranks, --sync shm (a window per host, the leaders
+# MPI+MPI across hosts: 2 hosts x 2 ranks, mpi/shm (a window per host, the leaders
 # allreduce the host sums) against --sync allreduce over the same 4 ranks
-for v in shm allreduce; do
-  timeout $LIMIT "${LC[@]}" exec ctl "${NOBIND[@]}" srun --mpi=pmix -N 2 --ntasks-per-node=2 mpi/mpi "${CONF[@]}" --sync $v \
+for v in shm allreduce; do   # mpi/shm --sync shm, mpi/mpi --sync allreduce
+  bin=mpi/mpi; [ $v = shm ] && bin=mpi/shm
+  timeout $LIMIT "${LC[@]}" exec ctl "${NOBIND[@]}" srun --mpi=pmix -N 2 --ntasks-per-node=2 $bin "${CONF[@]}" --sync $v \
     --csv "$TMP/2x2.csv" >"$TMP/2x2-$v.out" 2>&1; rc=$?
-  check "srun -N 2 --ntasks-per-node=2 mpi/mpi --sync $v (exit $rc)" "$(tail -n 5 "$TMP/2x2-$v.out")" [ $rc = 0 ]
+  check "srun -N 2 --ntasks-per-node=2 $bin --sync $v (exit $rc)" "$(tail -n 5 "$TMP/2x2-$v.out")" [ $rc = 0 ]
 done
-check "--sync shm on 2 hosts x 2 ranks: 2 nodes of 2 ranks, one window each" "$(grep 'shm:' "$TMP/2x2-shm.out")" \
+check "mpi/shm on 2 hosts x 2 ranks: 2 nodes of 2 ranks, one window each" "$(grep 'shm:' "$TMP/2x2-shm.out")" \
   grep -q 'shm: 2 nodes, up to 2 ranks each' "$TMP/2x2-shm.out"
 d=$(max_rel "$(curve "$TMP/2x2.csv" mpi allreduce)" "$(curve "$TMP/2x2.csv" mpi shm)")
-check "--sync shm equals --sync allreduce on 2 hosts x 2 ranks within $TOL (max rel diff $d)" \
+check "mpi/shm equals mpi --sync allreduce on 2 hosts x 2 ranks within $TOL (max rel diff $d)" \
   "allreduce $(curve "$TMP/2x2.csv" mpi allreduce), shm $(curve "$TMP/2x2.csv" mpi shm)" \
   awk -v d="$d" -v t="$TOL" 'BEGIN { exit !(d != "bad" && d + 0 <= t + 0) }'
 check_loss "srun -N 2 --ntasks-per-node=2, shm, P = 4" "$(curve "$TMP/2x2.csv" mpi shm)"

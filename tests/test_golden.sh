@@ -54,6 +54,9 @@ EOF
       echo "mpi-$v-p$p|$MPI $p|mpi/mpi|${BASE[*]} $vf"
     done < <(vlist mpi/mpi)
     echo "mpi-allreduce-odd-p$p|$MPI $p|mpi/mpi|${ODD[*]} --sync allreduce"
+    while IFS='|' read -r v vf; do   # mpi/shm's rows: program mpi, variant shm
+      echo "mpi-$v-p$p|$MPI $p|mpi/shm|${BASE[*]} $vf"
+    done < <(vlist mpi/shm)
     while IFS='|' read -r v vf; do
       echo "pipeline-${v#gpipe-}-p$p|$MPI $p|mpi/pipeline|${BASE[*]} $vf"
     done < <(vlist mpi/pipeline)

@@ -4,7 +4,7 @@
 # stages, M = 1, 4 micro-batches) reproduce serial's per-epoch loss over 3 epochs;
 # allreduce and reduce-bcast end with the same parameters; --sync hierarchical across
 # pseudo-nodes (PARTRAIN_RANKS_PER_NODE=K: 2 nodes x 2 ranks, and 2 + 1) matches serial
-# and a bad K is refused; --sync shm (MPI-3 shared-memory windows) with P = 1..4 ranks on
+# and a bad K is refused; mpi/shm (MPI-3 shared-memory windows) with P = 1..4 ranks on
 # one node equals openmp --accum reduction --threads P bit for bit (loss and accuracy
 # curves, and the parameters of the final checkpoint), and across 2 pseudo-nodes equals
 # --sync allreduce within the tolerance; --batch-per-rank is the
@@ -44,7 +44,7 @@ if ! command -v mpirun >/dev/null || ! command -v "${MPICC:-mpicc}" >/dev/null; 
   fi
   finish
 fi
-for b in mpi/mpi mpi/pipeline serial/serial; do
+for b in mpi/mpi mpi/shm mpi/pipeline serial/serial; do
   [ -x $b ] || { fail "$b built" "missing (make all)"; }
 done
 [ "$FAILS" -eq 0 ] || finish
@@ -134,12 +134,12 @@ for p in 2 3 4; do
   fi
 done
 
-# ---- --sync shm: P ranks on one node = openmp --accum reduction --threads P, bit for bit:
+# ---- mpi/shm: P ranks on one node = openmp --accum reduction --threads P, bit for bit:
 # the CSV's curves (17 digits) and the parameters of the final checkpoint (their SHA-256)
 if [ -x openmp/openmp ] && [ -x /usr/bin/python3 ]; then
   for p in 1 2 3 4; do
     d=$TMP/shm-$p; mkdir -p "$d"
-    run_mpi "$d/mpi.out" $RUN $p mpi/mpi "${CONF[@]}" --sync shm --checkpoint "$d/mpi.ck" --csv "$d/mpi.csv"
+    run_mpi "$d/mpi.out" $RUN $p mpi/shm "${CONF[@]}" --checkpoint "$d/mpi.ck" --csv "$d/mpi.csv"
     [ $rc -eq 0 ] || { fail "shm P = $p vs openmp reduction" "mpi exit $rc: $(tail -n 3 "$d/mpi.out")"; continue; }
     OMP_WAIT_POLICY=passive timeout $LIMIT openmp/openmp "${CONF[@]}" --accum reduction --threads $p \
       --checkpoint "$d/omp.ck" --csv "$d/omp.csv" >"$d/omp.out" 2>&1 ||
@@ -160,9 +160,9 @@ check "shm says how the window is shared" "$(head -n 3 "$TMP/shm-4/mpi.out" 2>/d
 # across pseudo-nodes: 2 x 2 and 2 + 1 ranks, against allreduce (whose P = 4, 3 runs above dumped their parameters)
 for pk in 4:2 3:2; do
   p=${pk%:*} k=${pk#*:}
-  run_mpi "$TMP/out" env PARTRAIN_RANKS_PER_NODE=$k $RUN $p mpi/mpi "${CONF[@]}" --sync shm --csv "$CSV" \
+  run_mpi "$TMP/out" env PARTRAIN_RANKS_PER_NODE=$k $RUN $p mpi/shm "${CONF[@]}" --csv "$CSV" \
     --dump-params "$TMP/params-shm-k$k-$p"
-  if [ $rc -ne 0 ]; then fail "mpi --sync shm, P = $p, K = $k" "exit $rc: $(tail -n 5 "$TMP/out")"; continue; fi
+  if [ $rc -ne 0 ]; then fail "mpi/shm, P = $p, K = $k" "exit $rc: $(tail -n 5 "$TMP/out")"; continue; fi
   check "shm, P = $p, K = $k: 2 pseudo-nodes, leaders' allreduce" "$(head -n 3 "$TMP/out")" \
     grep -q "shm: 2 nodes, up to $k ranks each sharing one copy of the model, node leaders allreduce" "$TMP/out"
   c_shm=$(last_curve mpi shm $p) c_all=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
@@ -177,14 +177,14 @@ done
 # resume across pseudo-nodes (rank 0 loads the window of its node, the other node's leader
 # gets the parameters): 2 epochs, then --resume to 3 = the 3 epochs of P = 4 above
 conf2=("${CONF[@]}"); for i in "${!conf2[@]}"; do [ "${conf2[$i]}" = --epochs ] && conf2[$((i + 1))]=2; done
-run_mpi "$TMP/out" env PARTRAIN_RANKS_PER_NODE=2 $RUN 4 mpi/mpi "${conf2[@]}" --sync shm --checkpoint "$TMP/shm-k2.ck" --csv none
-run_mpi "$TMP/out2" env PARTRAIN_RANKS_PER_NODE=2 $RUN 4 mpi/mpi "${CONF[@]}" --sync shm --resume "$TMP/shm-k2.ck" \
+run_mpi "$TMP/out" env PARTRAIN_RANKS_PER_NODE=2 $RUN 4 mpi/shm "${conf2[@]}" --checkpoint "$TMP/shm-k2.ck" --csv none
+run_mpi "$TMP/out2" env PARTRAIN_RANKS_PER_NODE=2 $RUN 4 mpi/shm "${CONF[@]}" --resume "$TMP/shm-k2.ck" \
   --csv "$TMP/shm-resumed.csv" --dump-params "$TMP/params-shm-resumed"
 check "shm, P = 4 as 2 pseudo-nodes, resumed after epoch 2: the same curve and parameters as 3 epochs straight" \
   "exit $rc: $(tail -n 2 "$TMP/out2"); $(csv_col "$TMP/shm-resumed.csv" train_loss_curve) vs $(last_curve mpi shm 4)" \
   cmp -s "$TMP/params-shm-resumed" "$TMP/params-shm-k2-4"
-expect_error "shm: bad PARTRAIN_RANKS_PER_NODE: one line, exit 2" "PARTRAIN_RANKS_PER_NODE='x'" --label mpi \
-  env PARTRAIN_RANKS_PER_NODE=x $RUN 2 mpi/mpi --data $DATA --train 100 --epochs 1 --sync shm
+expect_error "shm: bad PARTRAIN_RANKS_PER_NODE: one line, exit 2" "PARTRAIN_RANKS_PER_NODE='x'" --label shm \
+  env PARTRAIN_RANKS_PER_NODE=x $RUN 2 mpi/shm --data $DATA --train 100 --epochs 1
 
 # --batch-per-rank B is the global batch P*B: 3 ranks x 20 = serial's batch of 60
 conf_pr=("${CONF[@]}"); for i in "${!conf_pr[@]}"; do [ "${conf_pr[$i]}" = --batch ] && conf_pr[$i]=--batch-per-rank && conf_pr[$((i + 1))]=20; done
@@ -215,6 +215,7 @@ expect_error "more ranks than training samples: clear error" "4 ranks but only 3
 expect_error "global batch smaller than P: clear error" "--batch 2 is smaller than the 3 ranks" --label mpi \
   $RUN 3 mpi/mpi --data $DATA --train 100 --batch 2 --epochs 1
 expect_error "bad --sync through mpirun: one line from rank 0" "--sync" --label mpi $RUN 2 mpi/mpi --data $DATA --sync magic
+expect_error "mpi/shm: a --sync other than shm rejected" "--sync" --label shm $RUN 2 mpi/shm --data $DATA --sync allreduce
 expect_error "--batch with --batch-per-rank rejected" "not both" --label mpi $RUN 2 mpi/mpi --data $DATA --batch 10 --batch-per-rank 5
 expect_error "missing data directory through mpirun names the file" "/nonexistent/dir" --label mpi $RUN 2 mpi/mpi --data /nonexistent/dir
 expect_error "pipeline: more stages than layers rejected" "only 3 layers" --label pipeline $RUN 4 mpi/pipeline --data $DATA
@@ -259,7 +260,7 @@ if command -v pgrep >/dev/null; then kill_one_rank; else skip "a killed rank end
 
 # ---- the sanitizer builds (OpenMPI's own allocations are reported as leaks at exit, so
 # leak detection is off: ASAN_OPTIONS=detect_leaks=0)
-for cfg in "mpi|--sync overlap" "mpi|--sync shm" "pipeline|--microbatches 3"; do
+for cfg in "mpi|--sync overlap" "shm|--sync shm" "pipeline|--microbatches 3"; do
   b=${cfg%%|*}
   read -r -a extra <<<"${cfg#*|}"
   bin=$(sanitized mpi/$b)

@@ -1,6 +1,6 @@
 """
 scripts/reporting/mpimpi.py — the section "MPI+MPI vs MPI+OpenMP": within one node, ranks
-that share the model through an MPI-3 shared-memory window (mpi/mpi --sync shm) against
+that share the model through an MPI-3 shared-memory window (mpi/shm) against
 threads that share it with the same scheme (openmp/openmp --accum owner) and through
 per-thread gradient buffers (--accum reduction; all three train the same bits), and
 against ranks that copy the gradient (--sync allreduce), from bench/mpi-bench.sh's rows
@@ -13,7 +13,7 @@ starts one), as the bench's own table computes them.
 
 from reporting.common import by_number, latest_config, med, num, x
 
-CONFIGS = (("mpi", "allreduce", "mpi --sync allreduce"), ("mpi", "shm", "mpi --sync shm"),
+CONFIGS = (("mpi", "allreduce", "mpi --sync allreduce"), ("mpi", "shm", "mpi/shm"),
            ("openmp", "owner", "openmp --accum owner"), ("openmp", "reduction", "openmp --accum reduction"))
 
 
@@ -60,7 +60,7 @@ def mpimpi(d):
             + ["rounds"], body)
     d.para(f"Speedup over serial/serial: median over the rounds of the same-round ratio (bench/mpi-bench.sh, "
            f"{rows[0].get('train_n')} {rows[0].get('dataset')} samples, {rows[0].get('epochs')} epochs per run). "
-           "`--sync shm` keeps one copy of the model per node in an MPI-3 window, with every rank's activations and "
+           "`mpi/shm` keeps one copy of the model per node in an MPI-3 window, with every rank's activations and "
            "deltas: between two node barriers each rank forms its slice of the parameters' gradient sums from every "
            "rank's rows and updates the slice in place (docs/mpi.md). `openmp --accum owner` is the same scheme with "
            "threads, `--accum reduction` sums per-thread gradient buffers instead; all three train the same bits. "

@@ -1,0 +1,92 @@
+/*
+ * common/data.h — a run's data (header-only): the plan (counts and image side from the
+ * IDX files' headers, the flags checked against them), loading it for one process, the
+ * shards of n items over P parts, gathering a shuffled batch, and --predict's ASCII art.
+ * The IDX reader itself is common/idx.c; the memory check common/memcheck.h; the
+ * data-parallel loader over MPI ranks common/sharded_data.h.
+ */
+#ifndef PARTRAIN_DATA_H
+#define PARTRAIN_DATA_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "idx.h"
+#include "memcheck.h"
+#include "options.h"
+
+/* The sizes of a run's data, from the files' headers: counts and the image side, with
+ * --train, --test, --batch full and --image-size applied and checked. A problem: one
+ * line "prog: ..." on stderr, exit 2. */
+typedef struct { long train_n, test_n; int side; } data_plan;
+static inline void plan_data(const char *prog, train_options *o, data_plan *p) {
+    char err[IDX_ERR_LEN];
+    long train_avail, test_avail;
+    int train_side = 0, test_side = 0;
+    if (dataset_count(o->data_dir, "train", &train_avail, err, sizeof err) ||
+        dataset_count(o->data_dir, "t10k", &test_avail, err, sizeof err) ||
+        dataset_side(o->data_dir, "train", &train_side, err, sizeof err) ||
+        dataset_side(o->data_dir, "t10k", &test_side, err, sizeof err) ||
+        (!o->image_size && dataset_check_sides(o->data_dir, train_side, test_side, err, sizeof err))) {
+        fprintf(stderr, "%s: %s\n", prog, err);
+        exit(2);
+    }
+    if (o->train_n > train_avail) options_die(prog, "--train %ld: %s holds only %ld training samples", o->train_n, o->data_dir, train_avail);
+    if (o->test_n > test_avail) options_die(prog, "--test %ld: %s holds only %ld test samples", o->test_n, o->data_dir, test_avail);
+    p->train_n = o->train_n ? o->train_n : train_avail;
+    p->test_n = o->test_n ? o->test_n : test_avail;
+    p->side = o->image_size ? o->image_size : train_side;
+    if (o->batch_full) o->batch = p->train_n;
+    if (o->batch > p->train_n) options_die(prog, "--batch %ld is larger than the %ld training samples", o->batch, p->train_n);
+}
+
+/* The data of a one-process run, after plan_data() and the memory check: the first
+ * --train and --test samples of the files, resampled to --image-size. A problem with
+ * the files: one line "prog: ..." on stderr, exit 2. */
+static inline void load_data(const char *prog, train_options *o, const data_plan *p, dataset *train, dataset *test) {
+    char err[IDX_ERR_LEN];
+    if (dataset_load(o->data_dir, "train", 0, p->train_n, o->image_size, train, err, sizeof err) ||
+        dataset_load(o->data_dir, "t10k", 0, p->test_n, o->image_size, test, err, sizeof err) ||
+        dataset_check_sides(o->data_dir, train->side, test->side, err, sizeof err)) {
+        fprintf(stderr, "%s: %s\n", prog, err);
+        exit(2);
+    }
+}
+
+/* part k's contiguous range [*lo, *lo + *count) of n items over `parts` parts: sizes
+ * differ by at most one */
+static inline void shard(long n, int k, int parts, long *lo, long *count) {
+    long base = n / parts, rem = n % parts;
+    *lo = k * base + (k < rem ? k : rem);
+    *count = base + (k < rem ? 1 : 0);
+}
+
+/* rows samples of d, in the order idx gives, into x (rows x features) and y */
+static inline void gather_batch(const dataset *d, const uint32_t *idx, int rows, float *x, unsigned char *y) {
+    size_t bytes = sizeof(float) * (size_t)d->features;
+    for (int r = 0; r < rows; r++) {
+        memcpy(x + (size_t)r * d->features, d->x + (size_t)idx[r] * d->features, bytes);
+        y[r] = d->y[idx[r]];
+    }
+}
+
+/* --predict K: the first K test images as ASCII art, with the predicted and true label */
+static inline void print_predictions(const dataset *d, const unsigned char *pred, int k) {
+    static const char shades[] = " .:-=+*#%@";
+    int step = d->side > 28 ? d->side / 28 : 1;
+    for (int s = 0; s < k && s < d->n; s++) {
+        printf("test image %d: predicted %d, true %d%s\n", s, pred[s], d->y[s], pred[s] == d->y[s] ? "" : "  <-- wrong");
+        for (int r = 0; r < d->side; r += step) {
+            for (int c = 0; c < d->side; c += step) {
+                float v = d->x[(size_t)s * d->features + (size_t)r * d->side + c];
+                int q = (int)(v * 9.999f);
+                putchar(shades[q < 0 ? 0 : q > 9 ? 9 : q]);
+            }
+            putchar('\n');
+        }
+    }
+}
+
+#endif
