@@ -69,6 +69,7 @@ CPPFLAGS = -Icommon
 LDLIBS   = -lz -lm
 
 COMMON_SRC = common/idx.c common/options.c common/results.c common/checkpoint.c
+MPI_SRC    = common/watchdog.c   # the MPI programs' stuck-rank watchdog (a thread: -pthread)
 COMMON_HDR = $(wildcard common/*.h)
 
 # ---- toolchain probes (run once, quietly) -----------------------------------
@@ -158,20 +159,20 @@ $(O)openmp/openmp: openmp/openmp.c $(COMMON_SRC) $(COMMON_HDR)
 openmp: $(O)openmp/openmp
 
 # MPI programs: $(MPICC) wraps $(CC) with OpenMPI's include and library flags
-$(O)mpi/mpi: mpi/mpi.c $(COMMON_SRC) $(COMMON_HDR)
+$(O)mpi/mpi: mpi/mpi.c $(COMMON_SRC) $(MPI_SRC) $(COMMON_HDR)
 	@mkdir -p $(dir $@)
 	@$(if $(HAVE_MPI),true,echo "MPI missing: $(MPICC) not found (apt-get install openmpi-bin libopenmpi-dev)" >&2; false)
-	$(MPICC) $(STD) $(CFLAGS) $(ARCH) $(WARN) $(CPPFLAGS) mpi/mpi.c $(COMMON_SRC) -o $@ $(LDLIBS)
+	$(MPICC) $(STD) $(CFLAGS) $(ARCH) $(WARN) $(CPPFLAGS) mpi/mpi.c $(COMMON_SRC) $(MPI_SRC) -o $@ $(LDLIBS)
 
-$(O)mpi/shm: mpi/shm.c $(COMMON_SRC) $(COMMON_HDR)
+$(O)mpi/shm: mpi/shm.c $(COMMON_SRC) $(MPI_SRC) $(COMMON_HDR)
 	@mkdir -p $(dir $@)
 	@$(if $(HAVE_MPI),true,echo "MPI missing: $(MPICC) not found (apt-get install openmpi-bin libopenmpi-dev)" >&2; false)
-	$(MPICC) $(STD) $(CFLAGS) $(ARCH) $(WARN) $(CPPFLAGS) mpi/shm.c $(COMMON_SRC) -o $@ $(LDLIBS)
+	$(MPICC) $(STD) $(CFLAGS) $(ARCH) $(WARN) $(CPPFLAGS) mpi/shm.c $(COMMON_SRC) $(MPI_SRC) -o $@ $(LDLIBS)
 
-$(O)mpi/pipeline: mpi/pipeline.c $(COMMON_SRC) $(COMMON_HDR)
+$(O)mpi/pipeline: mpi/pipeline.c $(COMMON_SRC) $(MPI_SRC) $(COMMON_HDR)
 	@mkdir -p $(dir $@)
 	@$(if $(HAVE_MPI),true,echo "MPI missing: $(MPICC) not found (apt-get install openmpi-bin libopenmpi-dev)" >&2; false)
-	$(MPICC) $(STD) $(CFLAGS) $(ARCH) $(WARN) $(CPPFLAGS) mpi/pipeline.c $(COMMON_SRC) -o $@ $(LDLIBS)
+	$(MPICC) $(STD) $(CFLAGS) $(ARCH) $(WARN) $(CPPFLAGS) mpi/pipeline.c $(COMMON_SRC) $(MPI_SRC) -o $@ $(LDLIBS)
 
 mpi: $(O)mpi/mpi $(O)mpi/shm $(O)mpi/pipeline
 
@@ -186,18 +187,18 @@ $(O)bench/comm: bench/comm.c common/options.c $(COMMON_HDR)
 comm: $(O)bench/comm
 
 # the CNN: MPI ranks x OpenMP threads, so $(MPICC) with -fopenmp
-$(O)cnn/cnn: cnn/cnn.c $(COMMON_SRC) $(COMMON_HDR)
+$(O)cnn/cnn: cnn/cnn.c $(COMMON_SRC) $(MPI_SRC) $(COMMON_HDR)
 	@mkdir -p $(dir $@)
 	@$(if $(and $(HAVE_MPI),$(HAVE_OMP)),true,echo "cnn/cnn needs $(MPICC) (apt-get install openmpi-bin libopenmpi-dev) and OpenMP" >&2; false)
-	$(MPICC) $(STD) $(CFLAGS) $(ARCH) $(WARN) -fopenmp $(CPPFLAGS) cnn/cnn.c $(COMMON_SRC) -o $@ $(LDLIBS)
+	$(MPICC) $(STD) $(CFLAGS) $(ARCH) $(WARN) -fopenmp $(CPPFLAGS) cnn/cnn.c $(COMMON_SRC) $(MPI_SRC) -o $@ $(LDLIBS)
 
 cnn: $(O)cnn/cnn
 
 # hybrid: MPI ranks x OpenMP threads (MPI_THREAD_FUNNELED), so $(MPICC) with -fopenmp
-$(O)hybrid/hybrid: hybrid/hybrid.c $(COMMON_SRC) $(COMMON_HDR)
+$(O)hybrid/hybrid: hybrid/hybrid.c $(COMMON_SRC) $(MPI_SRC) $(COMMON_HDR)
 	@mkdir -p $(dir $@)
 	@$(if $(and $(HAVE_MPI),$(HAVE_OMP)),true,echo "hybrid/hybrid needs $(MPICC) (apt-get install openmpi-bin libopenmpi-dev) and OpenMP" >&2; false)
-	$(MPICC) $(STD) $(CFLAGS) $(ARCH) $(WARN) -fopenmp $(CPPFLAGS) hybrid/hybrid.c $(COMMON_SRC) -o $@ $(LDLIBS)
+	$(MPICC) $(STD) $(CFLAGS) $(ARCH) $(WARN) -fopenmp $(CPPFLAGS) hybrid/hybrid.c $(COMMON_SRC) $(MPI_SRC) -o $@ $(LDLIBS)
 
 hybrid: $(O)hybrid/hybrid
 
@@ -218,6 +219,11 @@ NVCCFLAGS = -std=c++17 -O3 -fmad=false $(CUDA_ARCH) -Xcompiler -O3,$(ARCH),-Wall
 NVCCLIBS  = -lcublas -Xlinker -rpath,$(abspath $(dir $(NVCC))../lib64) $(LDLIBS)
 EMUFLAGS  = -std=c++17 $(if $(SANITIZE),$(SAN) $(SAN_STATIC),-O2) $(ARCH) -ffp-contract=off $(WARN)
 
+CUDA_MPI_OBJ = $(O)cuda/obj/watchdog.o   # (C, built by $(MPICC): it calls MPI)
+$(O)cuda/obj/watchdog.o: common/watchdog.c $(COMMON_HDR)
+	@mkdir -p $(dir $@)
+	$(MPICC) $(STD) $(CFLAGS) $(ARCH) $(WARN) $(CPPFLAGS) -c $< -o $@
+
 $(O)cuda/obj/%.o: common/%.c $(COMMON_HDR)
 	@mkdir -p $(dir $@)
 	$(CC) $(STD) $(CFLAGS) $(ARCH) $(WARN) $(CPPFLAGS) -c $< -o $@
@@ -227,20 +233,20 @@ $(O)cuda/cuda: $(CUDA_DEPS)
 	@$(if $(HAVE_NVCC),true,echo "nvcc not found: install the CUDA toolkit or set NVCC=/path/to/nvcc" >&2; false)
 	$(NVCC) $(NVCCFLAGS) $(CPPFLAGS) cuda/cuda.cu $(CUDA_OBJ) -o $@ $(NVCCLIBS)
 
-$(O)cuda/cuda-mpi: $(CUDA_DEPS)
+$(O)cuda/cuda-mpi: $(CUDA_DEPS) $(CUDA_MPI_OBJ)
 	@mkdir -p $(dir $@)
 	@$(if $(and $(HAVE_NVCC),$(HAVE_MPICXX)),true,echo "cuda-mpi needs nvcc and $(MPICXX)" >&2; false)
-	$(NVCC) -ccbin $(MPICXX) $(NVCCFLAGS) -DUSE_MPI $(CPPFLAGS) cuda/cuda.cu $(CUDA_OBJ) -o $@ $(NVCCLIBS)
+	$(NVCC) -ccbin $(MPICXX) $(NVCCFLAGS) -DUSE_MPI $(CPPFLAGS) cuda/cuda.cu $(CUDA_OBJ) $(CUDA_MPI_OBJ) -o $@ $(NVCCLIBS)
 
 $(O)cuda/cuda-emu: $(CUDA_DEPS) cuda/cuda_emu.h
 	@mkdir -p $(dir $@)
 	@$(if $(HAVE_CXX),true,echo "$(CXX) cannot compile C++17 with <ucontext.h>" >&2; false)
 	$(CXX) $(EMUFLAGS) $(CPPFLAGS) -x c++ cuda/cuda.cu -x none $(CUDA_OBJ) -o $@ $(LDLIBS)
 
-$(O)cuda/cuda-mpi-emu: $(CUDA_DEPS) cuda/cuda_emu.h
+$(O)cuda/cuda-mpi-emu: $(CUDA_DEPS) $(CUDA_MPI_OBJ) cuda/cuda_emu.h
 	@mkdir -p $(dir $@)
 	@$(if $(and $(HAVE_CXX),$(HAVE_MPICXX)),true,echo "cuda-mpi-emu needs $(MPICXX)" >&2; false)
-	$(MPICXX) $(EMUFLAGS) -DUSE_MPI $(CPPFLAGS) -x c++ cuda/cuda.cu -x none $(CUDA_OBJ) -o $@ $(LDLIBS)
+	$(MPICXX) $(EMUFLAGS) -DUSE_MPI $(CPPFLAGS) -x c++ cuda/cuda.cu -x none $(CUDA_OBJ) $(CUDA_MPI_OBJ) -o $@ $(LDLIBS)
 
 cuda: $(O)cuda/cuda
 cuda-emu: $(O)cuda/cuda-emu
@@ -269,9 +275,9 @@ $(O)tests/bin/test_results: tests/test_results.c common/results.c $(COMMON_HDR) 
 
 # the CNN's unit tests (cnn.c #included with TESTING); it sets detect_leaks=0 itself
 # (OpenMPI's allocations at exit)
-$(O)tests/bin/test_cnn: tests/test_cnn.c cnn/cnn.c $(COMMON_SRC) $(COMMON_HDR) tests/check.h
+$(O)tests/bin/test_cnn: tests/test_cnn.c cnn/cnn.c $(COMMON_SRC) $(MPI_SRC) $(COMMON_HDR) tests/check.h
 	@mkdir -p $(dir $@)
-	$(MPICC) $(STD) $(SAN) $(ARCH) $(WARN) -fopenmp $(CPPFLAGS) tests/test_cnn.c $(COMMON_SRC) -o $@ $(LDLIBS)
+	$(MPICC) $(STD) $(SAN) $(ARCH) $(WARN) -fopenmp $(CPPFLAGS) tests/test_cnn.c $(COMMON_SRC) $(MPI_SRC) -o $@ $(LDLIBS)
 
 # CUDA emulation test builds: the kernel unit test with ASan + UBSan (fiber stack switches
 # are announced to ASan by cuda_emu.h), and the trainer without the tiled kernel's second

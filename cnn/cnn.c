@@ -24,7 +24,7 @@
  * (forward bit-identical, backward within the tests' tolerance: docs/cnn.md). The summary
  * line reports each worker's conv time per sample. Errors: as mpi/mpi. Design: docs/cnn.md.
  *
- * Compile: make cnn   (mpicc -std=c11 -O3 -march=native -fopenmp -Icommon cnn/cnn.c common/{idx,options,results,checkpoint}.c -lz -lm -pthread)
+ * Compile: make cnn   (mpicc -std=c11 -O3 -march=native -fopenmp -Icommon cnn/cnn.c common/{idx,options,results,checkpoint,watchdog}.c -lz -lm -pthread)
  * Run:     cnn/cnn --data data/fashion --epochs 5     (1 rank x 1 thread: the serial baseline)
  *          scripts/mpirun.sh --bind-to-none 2 cnn/cnn --threads 8 --sync allreduce
  */

@@ -75,7 +75,17 @@ extern "C" {
 #else
 #define PROGRAM "cuda"
 #endif
-#include "watchdog.h"           /* --timeout-step (MPI builds; stubs without MPI) */
+#ifdef USE_MPI
+extern "C" {
+#include "watchdog.h"           /* --timeout-step: the stuck-rank watchdog (common/watchdog.c) */
+}
+#else   /* one process, no rank to watch: these do nothing and --timeout-step is no flag */
+static inline int watchdog_parse(const char *, int, char **, int *) { return 0; }
+static inline void watchdog_usage(void) {}
+static inline void watchdog_start(void) {}
+static inline void watchdog_progress(int, long) {}
+static inline void watchdog_beat(void) {}
+#endif
 #define MAX_LAYERS (OPT_MAX_HIDDEN + 1)
 #define EVAL_BATCH 512          /* rows per forward pass when evaluating */
 #define THREADS 256             /* threads per block of the element-wise kernels */

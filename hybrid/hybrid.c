@@ -23,7 +23,7 @@
  * threads (which include waiting for the master's MPI call). More ranks x threads than
  * cores need OMP_WAIT_POLICY=passive; a warning says so. Design: docs/hybrid.md.
  *
- * Compile: make hybrid   (mpicc -std=c11 -O3 -march=native -fopenmp -Icommon hybrid/hybrid.c common/{idx,options,results,checkpoint}.c -lz -lm -pthread)
+ * Compile: make hybrid   (mpicc -std=c11 -O3 -march=native -fopenmp -Icommon hybrid/hybrid.c common/{idx,options,results,checkpoint,watchdog}.c -lz -lm -pthread)
  * Run:     scripts/mpirun.sh --bind-to-none 4 hybrid/hybrid --threads 8 --data data/fashion --batch 512
  */
 #define _POSIX_C_SOURCE 200809L

@@ -23,7 +23,7 @@
  * failure ends the job with one line naming the rank and the call; bad flags or data:
  * one line from rank 0, every rank exits 2).
  *
- * Compile: make mpi   (mpicc -std=c11 -O3 -march=native -Icommon mpi/mpi.c common/{idx,options,results,checkpoint}.c -lz -lm -pthread)
+ * Compile: make mpi   (mpicc -std=c11 -O3 -march=native -Icommon mpi/mpi.c common/{idx,options,results,checkpoint,watchdog}.c -lz -lm -pthread)
  * Run:     scripts/mpirun.sh 4 mpi/mpi --data data/fashion --batch 512 --sync allreduce
  */
 #define _POSIX_C_SOURCE 200809L

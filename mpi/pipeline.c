@@ -18,7 +18,7 @@
  * Data: stage 0 uses the images, the last stage the labels.
  * Threads: one per rank (MPI_Init). Errors: as mpi/mpi (common/mpi_util.h).
  *
- * Compile: make mpi   (mpicc -std=c11 -O3 -march=native -Icommon mpi/pipeline.c common/{idx,options,results,checkpoint}.c -lz -lm -pthread)
+ * Compile: make mpi   (mpicc -std=c11 -O3 -march=native -Icommon mpi/pipeline.c common/{idx,options,results,checkpoint,watchdog}.c -lz -lm -pthread)
  * Run:     scripts/mpirun.sh 3 mpi/pipeline --data data/fashion --batch 512 --microbatches 8
  */
 #define _POSIX_C_SOURCE 200809L

@@ -37,7 +37,7 @@
  * Per epoch, outside the timed training: as mpi/mpi (common/mpi_run.h). Threads: one per
  * rank (MPI_Init). Errors: common/mpi_util.h.
  *
- * Compile: make mpi   (mpicc -std=c11 -O3 -march=native -Icommon mpi/shm.c common/{idx,options,results,checkpoint}.c -lz -lm -pthread)
+ * Compile: make mpi   (mpicc -std=c11 -O3 -march=native -Icommon mpi/shm.c common/{idx,options,results,checkpoint,watchdog}.c -lz -lm -pthread)
  * Run:     scripts/mpirun.sh 4 mpi/shm --data data/fashion --batch 512
  */
 #define _POSIX_C_SOURCE 200809L
