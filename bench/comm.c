@@ -42,7 +42,7 @@
 
 #include <mpi.h>
 
-#include "mlp.h"        /* PAD16, alloc_floats: the trainers' gradient layout */
+#include "maths.h"        /* PAD16, alloc_floats: the trainers' gradient layout */
 #include "options.h"    /* options_die, options_value, options_long; the trainers' --hidden */
 #include "timer.h"
 

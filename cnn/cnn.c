@@ -48,7 +48,7 @@
 #include "data.h"
 #include "gemm.h"       /* matmul(), transpose(): the one matrix kernel */
 #include "idx.h"
-#include "mlp.h"
+#include "maths.h"
 #include "options.h"
 #include "prng.h"
 #include "results.h"

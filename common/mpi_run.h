@@ -15,7 +15,7 @@
 
 #include "data.h"       /* shard(), print_predictions() */
 #include "idx.h"
-#include "mlp.h"
+#include "maths.h"
 #include "mpi_util.h"
 #include "options.h"
 #include "phase.h"

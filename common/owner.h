@@ -2,7 +2,7 @@
  * common/owner.h — the owner-computes scheme's sums (header-only), used verbatim by
  * openmp --accum owner's threads and mpi/shm's ranks: the worker that owns a slice of the
  * parameters forms the slice's gradient sums itself, from every worker's activations and
- * dZ, in worker order (the bits of common/mlp.h's sum_update()).
+ * dZ, in worker order (the bits of common/maths.h's sum_update()).
  */
 #ifndef PARTRAIN_OWNER_H
 #define PARTRAIN_OWNER_H
@@ -11,7 +11,7 @@
 
 #include "gemm.h"
 
-/* The owner-computes form of mlp.h's fixed-order sums (mpi/shm, openmp --accum owner): the
+/* The owner-computes form of maths.h's fixed-order sums (mpi/shm, openmp --accum owner): the
  * worker that owns a slice of the parameters forms the slice's gradient sums itself from
  * every worker's activations and dZ, instead of reading every worker's whole gradient.
  * Rows of W per block: a block of the sums (rows x out floats) stays in L1 (24 KB) while

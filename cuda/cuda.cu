@@ -38,7 +38,7 @@
 extern "C" {
 #include "data.h"
 #include "idx.h"
-#include "mlp.h"
+#include "maths.h"
 #include "options.h"
 #include "prng.h"
 #include "program.h"

@@ -55,7 +55,7 @@
 #include "data.h"
 #include "gemm.h"       /* matmul(), transpose(): the one matrix kernel */
 #include "idx.h"
-#include "mlp.h"
+#include "maths.h"
 #include "mpi_run.h"    /* the epoch's totals over the ranks, the end of the run */
 #include "mpi_util.h"   /* rank, nranks, mpi_check(), agree_or_die(), shard(), hier_init() */
 #include "options.h"

@@ -2,7 +2,7 @@
  * openmp/openmp.c — shared-memory trainer: T OpenMP threads share every mini-batch SGD
  * step, in one of five ways (--accum), so their costs can be compared side by side.
  *
- * Strategy: serial's MLP and maths (common/gemm.h, common/mlp.h) with serial's update
+ * Strategy: serial's MLP and maths (common/gemm.h, common/maths.h) with serial's update
  * W = fmaf(-lr/B, g, W), g summed over the whole mini-batch of B rows for any T:
  *   critical   thread t takes a slice of the batch's rows, computes its own gradient
  *              buffer and adds it into one global gradient in `omp critical`; then each
@@ -44,7 +44,7 @@
 #include "data.h"
 #include "gemm.h"       /* matmul(), transpose(): the one matrix kernel */
 #include "idx.h"
-#include "mlp.h"
+#include "maths.h"
 #include "options.h"
 #include "owner.h"      /* --accum owner: the owner-computes sums */
 #include "prng.h"
@@ -461,7 +461,7 @@ static void accumulate_critical(mlp *m, const work *w, thread_stats *st) {
 //
 // critical/reduction: thread t applies the summed gradient to its own slice of the
 //   parameters (rows of each W, columns of each b; reduction sums the slice over the
-//   threads' buffers in thread order: sum_update() in common/mlp.h) and transposes its
+//   threads' buffers in thread order: sum_update() in common/maths.h) and transposes its
 //   rows of W[l] into W[l]^T for the next backward.
 // loop: the fused update of serial, W += scale * act^T . dZ, by column panels.
 
@@ -483,7 +483,7 @@ static void update_slice(mlp *m, float *const *g, int ng, float scale, int t, in
 
 /* owner: thread t's slice of the parameters (update_slice's) updated from the gradient
  * sums it forms itself from the `active` threads' rows (slice_gradient_block in
- * common/mlp.h: thread u's sums over its rows, added in thread order, block by block in
+ * common/maths.h: thread u's sums over its rows, added in thread order, block by block in
  * t's own tile), so the bits are reduction's; then its rows of W[l]^T, as update_slice. */
 static void update_owned(mlp *m, const work *ws, int batch_rows, int active, float scale, int t, int T) {
     int L = m->n_layers, n[MAX_THREADS];

@@ -1,12 +1,12 @@
 /*
- * common/mlp.h — the maths of an MLP that every trainer has verbatim (header-only):
+ * common/maths.h — the maths of an MLP that every trainer has verbatim (header-only):
  * aligned buffers, the sigmoid pass, softmax + cross-entropy, argmax, the split of n
  * items over workers, the fixed-order sums of gradient buffers, the model's FLOP count
  * and bytes. Strategy code (how a step is shared) never lives here: the owner-computes
  * sums are common/owner.h; data loading is common/data.h.
  */
-#ifndef PARTRAIN_MLP_H
-#define PARTRAIN_MLP_H
+#ifndef PARTRAIN_MATHS_H
+#define PARTRAIN_MATHS_H
 
 #include <math.h>
 #include <stdint.h>
