@@ -76,6 +76,7 @@
 #include "options.h"
 #include "prng.h"
 #include "results.h"
+#include "schedule.h"   /* lr_at(), target_reached() */
 #include "timer.h"
 
 
@@ -629,7 +630,8 @@ int main(int argc, char **argv) {
     /* outputs (rank 0 writes them): checked before the work, not after it */
     agree_or_die(rank == 0 && (results_check_output(o->csv, "--csv", err, sizeof err) ||
                                results_check_output(mo.dump_params, "--dump-params", err, sizeof err) ||
-                               checkpoint_check_flags(o, err, sizeof err)), err, 2);
+                               checkpoint_check_flags(o, err, sizeof err) || schedule_check_flags(o, err, sizeof err)),
+                 err, 2);
 
     /* data: every rank checks the files; the sizes decide the same errors on every rank */
     sharded_data data;
@@ -662,6 +664,7 @@ int main(int argc, char **argv) {
     checkpoint_init(&ck, PROGRAM, variant, nranks, 1, o, train.side, train_n, test_n, NULL, m.params, m.params_alloc,
                     (double *[]){ loss_curve, acc_curve, epoch_sec, comm_sec }, 4);
     resume_on_every_rank(&ck, o, sync_mode != SYNC_SHM);   /* shm: one copy per node */
+    agree_or_die(target_resumed(o, acc_curve, ck.epochs_done, err, sizeof err), err, 2);
     if (sync_mode == SYNC_SHM) shm_resumed(&m);             /* (and the leader's initial values) */
     if (rank == 0) {
         printf("mpi: %s MLP %d", options_activation_name(o->activation), m.size[0]);
@@ -698,7 +701,8 @@ int main(int argc, char **argv) {
             shard(rows, rank, nranks, &lo, &count);
             watchdog_progress(epoch, start / o->batch + 1);
             gather_batch(&train, order + start + lo, (int)count, m.act[0], batch_y);
-            loss_sum += train_step(&m, batch_y, (int)count, rows, (float)o->lr, &correct);
+            loss_sum += train_step(&m, batch_y, (int)count, rows,
+                                   lr_at(o, epoch, start / o->batch, steps_per_epoch(o, train_n)), &correct);
             if (sync_mode != SYNC_SHM) gw_samples += count;   /* (shm: in its exchange) */
         }
         double seconds = timer_now() - t0, comm = comm_seconds;
@@ -722,8 +726,10 @@ int main(int argc, char **argv) {
             shm_free();   /* every rank stops here together */
             return 1;
         }
+        int stop = target_reached(o, epoch, acc_curve[epoch - 1]);   /* the same sums on every rank */
         watchdog_beat();   /* a checkpoint being written is progress */
         t_start += checkpoint_after_epoch_root(&ck, o, epoch, timer_now() - t_start);
+        if (stop) break;
     }
     double total = timer_now() - t_start;
 

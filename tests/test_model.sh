@@ -93,7 +93,8 @@ rows = []
 def row(program, variant, P, T, B, e, c, tr="shm", n=1, l=1, cores=64, other=0.0, ts="2026-01-01T00:00:00Z"):
     r = dict(run_id=f"fx{len(rows)}", program=program, variant=variant, ranks=P, threads=T, omp_wait_policy="",
              dataset="fashion", image_size=28, train_n=N, test_n=1000, hidden="256x128", activation="relu",
-             batch=B, epochs=3, lr=0.01, seed=42, epoch_seconds_median=e, total_seconds=3 * e, comm_seconds=c,
+             batch=B, epochs=3, lr=0.01, lr_schedule="none", seed=42, target_accuracy="", epochs_to_target="",
+             seconds_to_target="", epoch_seconds_median=e, total_seconds=3 * e, comm_seconds=c,
              sync_seconds=0, samples_per_second=N / e, gflops=1, final_train_loss=0.5, test_accuracy=80,
              train_loss_curve="", test_acc_curve="", epoch_seconds="", host="fx", timestamp=ts,
              other_load_cores=other, disturbed=0, transport=tr, nodes=n, ranks_per_node=l, physical_cores=cores)
