@@ -589,8 +589,8 @@ int main(int argc, char **argv) {
                 long lo, count;   /* this rank's rows of the global batch */
                 shard(rows, rank, nranks, &lo, &count);
                 if (t == 0) watchdog_progress(epoch, start / batch + 1);
-                train_step(&m, ws, &st[t], &train, order + start + lo, (int)count, rows,
-                           lr_at(o, epoch, start / batch, spe), t, T);
+                float lr = lr_at(o, epoch, start / batch, spe);
+                train_step(&m, ws, &st[t], &train, order + start + lo, (int)count, rows, lr, t, T);
             }
         }
         double seconds = timer_now() - t0, comm = comm_seconds;

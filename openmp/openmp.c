@@ -981,9 +981,10 @@ int main(int argc, char **argv) {
                 int s = 0;
                 for (long start = 0; start < train_n; start += batch, s ^= 1) {
                     int rows = (int)(train_n - start < batch ? train_n - start : batch);
+                    float lr = lr_at(o, epoch, start / batch, spe);
                     long next = start + batch;
                     int next_rows = (int)(next >= train_n ? 0 : train_n - next < batch ? train_n - next : batch);
-                    train_step_loop(&m, w, &st[t], xb[s], yb[s], rows, lr_at(o, epoch, start / batch, spe), t, T, &train, order + (next_rows ? next : 0), next_rows,
+                    train_step_loop(&m, w, &st[t], xb[s], yb[s], rows, lr, t, T, &train, order + (next_rows ? next : 0), next_rows,
                                     xb[s ^ 1], yb[s ^ 1]);
                 }
             } else if (accum == ACCUM_MODEL) {
@@ -993,16 +994,17 @@ int main(int argc, char **argv) {
                 int s = 0;
                 for (long start = 0; start < train_n; start += batch, s++) {
                     int rows = (int)(train_n - start < batch ? train_n - start : batch);
+                    float lr = lr_at(o, epoch, start / batch, spe);
                     long next = start + batch;
                     int next_rows = (int)(next >= train_n ? 0 : train_n - next < batch ? train_n - next : batch);
-                    train_step_model(&views[t], ws, &st[t], xs[s % 3], ys[s % 3], rows, lr_at(o, epoch, s, spe), s & 1, t, T, &train,
+                    train_step_model(&views[t], ws, &st[t], xs[s % 3], ys[s % 3], rows, lr, s & 1, t, T, &train,
                                      order + (next_rows ? next : 0), next_rows, xs[(s + 1) % 3], ys[(s + 1) % 3]);
                 }
             } else {
                 for (long start = 0; start < train_n; start += batch) {
                     int rows = (int)(train_n - start < batch ? train_n - start : batch);
-                    train_step_data(&m, ws, &st[t], &train, order + start, rows, lr_at(o, epoch, start / batch, spe), accum,
-                                    t, T);
+                    float lr = lr_at(o, epoch, start / batch, spe);
+                    train_step_data(&m, ws, &st[t], &train, order + start, rows, lr, accum, t, T);
                 }
             }
         }
