@@ -60,9 +60,10 @@ PROG = "torch_mlp.py"
 # Must equal RESULTS_HEADER in common/results.h (the one CSV schema of partrain).
 RESULTS_HEADER = (
     "run_id,program,variant,ranks,threads,omp_wait_policy,dataset,image_size,"
-    "train_n,test_n,hidden,activation,batch,epochs,lr,seed,"
+    "train_n,test_n,hidden,activation,batch,epochs,lr,lr_schedule,seed,"
     "epoch_seconds_median,total_seconds,comm_seconds,sync_seconds,"
     "samples_per_second,gflops,final_train_loss,test_accuracy,"
+    "target_accuracy,epochs_to_target,seconds_to_target,"
     "train_loss_curve,test_acc_curve,epoch_seconds,host,timestamp"
 )
 
@@ -443,9 +444,10 @@ def main(argv):
         csv_text(os.environ.get("OMP_WAIT_POLICY", "")),
         csv_text(os.path.basename(os.path.normpath(args.data))), str(side),
         str(n), str(x_test.shape[0]), layers, args.activation,
-        str(batch), str(args.epochs), f"{args.lr:.9g}", str(args.seed),
+        str(batch), str(args.epochs), f"{args.lr:.9g}", "none", str(args.seed),
         f"{med:.6f}", f"{total:.6f}", f"{0:.6f}", f"{0:.6f}",
         f"{sps:.1f}", f"{gflops:.2f}", g17(losses[-1]), f"{accs[-1]:.4f}",
+        "", "", "",                                                      # no --target-accuracy here
         ";".join(map(g17, losses)), ";".join(f"{v:.4f}" for v in accs),
         ";".join(f"{v:.6f}" for v in times),
         csv_text(host), time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)),

@@ -53,6 +53,7 @@
 #include "prng.h"
 #include "results.h"
 #include "sharded_data.h"
+#include "schedule.h"   /* lr_at(), target_reached() */
 #include "timer.h"
 
 #if defined(__AVX512F__)
@@ -976,7 +977,8 @@ int main(int argc, char **argv) {
 
     /* outputs (rank 0 writes them): checked before the work, not after it */
     agree_or_die(rank == 0 && (results_check_output(o->csv, "--csv", err, sizeof err) ||
-                               checkpoint_check_flags(o, err, sizeof err)), err, 2);
+                               checkpoint_check_flags(o, err, sizeof err) || schedule_check_flags(o, err, sizeof err)),
+                 err, 2);
 
     /* data: every rank checks the files; the sizes decide the same errors on every rank */
     sharded_data data;
@@ -1041,6 +1043,7 @@ int main(int argc, char **argv) {
     checkpoint_init(&ck, PROGRAM, variant, nranks, T, o, train.side, train_n, test_n, net, m.params, m.params_alloc,
                     (double *[]){ loss_curve, acc_curve, epoch_sec, comm_sec, sync_sec }, 5);
     resume_on_every_rank(&ck, o, 1);
+    agree_or_die(target_resumed(o, acc_curve, ck.epochs_done, err, sizeof err), err, 2);
     if (o->resume) transpose(m.Wd, CLASSES, m.features, m.WdT, CLASSES);
     if (rank == 0) {
         int S = m.side, C = m.conv_side, P = m.pool_side;
@@ -1074,7 +1077,8 @@ int main(int argc, char **argv) {
                 long lo, count;   /* this rank's rows of the global batch */
                 shard(rows, rank, nranks, &lo, &count);
                 if (t == 0) watchdog_progress(epoch, start / o->batch + 1);
-                train_step(&m, &st[t], &train, order + start + lo, (int)count, rows, (float)o->lr, &loss_sum, t, T);
+                train_step(&m, &st[t], &train, order + start + lo, (int)count, rows,
+                           lr_at(o, epoch, start / o->batch, steps_per_epoch(o, train_n)), &loss_sum, t, T);
             }
         }
         double seconds = timer_now() - t0, comm = comm_seconds, sync = 0.0;
@@ -1095,8 +1099,10 @@ int main(int argc, char **argv) {
         if (results_epoch(PROGRAM, rank == 0, o->quiet, epoch, o->epochs, loss_curve[epoch - 1],
                           100.0 * sum[1] / (double)train_n, acc_curve[epoch - 1], epoch_sec[epoch - 1], train_n, extra))
             return 1;
+        int stop = target_reached(o, epoch, acc_curve[epoch - 1]);   /* the same sums on every rank */
         watchdog_beat();   /* a checkpoint being written is progress */
         t_start += checkpoint_after_epoch_root(&ck, o, epoch, timer_now() - t_start);
+        if (stop) break;
     }
     double total = timer_now() - t_start;
 

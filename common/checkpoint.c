@@ -52,6 +52,11 @@ void checkpoint_init(checkpoint *c, const char *program, const char *variant, in
              options_hidden_string(o, hidden, sizeof hidden), options_activation_name(o->activation), o->batch, o->lr,
              (unsigned long long)o->seed, extra ? " " : "", extra ? extra : "", n_floats);
     c->data_hash = dataset_loaded_hash();
+    if (o->lr_scaling) {   /* the schedule (schedule.h) changes the maths; absent when off */
+        size_t len = strlen(c->config);
+        snprintf(c->config + len, sizeof c->config - len, " lr-scaling=linear lr-base-batch=%ld warmup-epochs=%d",
+                 o->lr_base_batch, o->warmup_epochs);
+    }
     c->params = params;
     c->n_floats = n_floats;
     c->n_series = n_series < CKPT_MAX_SERIES ? n_series : CKPT_MAX_SERIES;

@@ -91,7 +91,7 @@ static inline void flags_agree(const train_options *o, long own) {
     long v[] = { o->epochs, o->batch, o->batch_full, o->train_n, o->image_size, o->n_hidden,
                  o->activation, (long)(o->lr * 1e12), (long)(o->seed >> 1), o->checkpoint_every, own,
                  o->hidden[0], o->hidden[1], o->hidden[2], o->hidden[3], o->hidden[4], o->hidden[5], o->hidden[6],
-                 o->hidden[7] };
+                 o->hidden[7], o->lr_scaling, o->lr_base_batch, o->warmup_epochs, (long)(o->target_accuracy * 1e6) };
     unsigned long long h = 0xcbf29ce484222325ull, lo, hi;
     for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) h = (h ^ (unsigned long long)v[k]) * 0x100000001b3ull;
     mpi_check(MPI_Allreduce(&h, &lo, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce");

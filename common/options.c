@@ -66,6 +66,7 @@ void options_defaults(train_options *o) {
     o->epochs = 5;
     o->lr = 0.01;
     o->seed = 42;
+    o->lr_base_batch = 64;
     o->csv = "results/runs.csv";
 }
 
@@ -171,6 +172,18 @@ int options_parse_common(train_options *o, const char *prog, int argc, char **ar
         o->resume = options_value(prog, argc, argv, i);
         if (!*o->resume) options_die(prog, "--resume: empty file name");
     }
+    else if (!strcmp(a, "--target-accuracy")) {
+        o->target_accuracy = options_double(prog, a, options_value(prog, argc, argv, i), 0.0, 100.0);
+        if (!(o->target_accuracy > 0)) options_die(prog, "--target-accuracy: must be above 0 (percent, up to 100)");
+    } else if (!strcmp(a, "--lr-scaling")) {
+        const char *v = options_value(prog, argc, argv, i);
+        if (!strcmp(v, "none")) o->lr_scaling = LR_SCALING_NONE;
+        else if (!strcmp(v, "linear")) o->lr_scaling = LR_SCALING_LINEAR;
+        else options_die(prog, "--lr-scaling: unknown mode '%s' (none, linear)", v);
+    } else if (!strcmp(a, "--lr-base-batch"))
+        o->lr_base_batch = options_long(prog, a, options_value(prog, argc, argv, i), 1, 100000000);
+    else if (!strcmp(a, "--warmup-epochs"))
+        o->warmup_epochs = (int)options_long(prog, a, options_value(prog, argc, argv, i), 0, 100000);
     else return 0;
     return 1;
 }
@@ -190,6 +203,10 @@ void options_usage_common(void) {
         "  --epochs E            [5]\n"
         "  --lr LR               SGD learning rate [0.01]\n"
         "  --seed S              seed of initial weights and shuffling [42]\n"
+        "  --lr-scaling MODE     none | linear: lr x batch / B0 (Goyal et al. 2017) [none]\n"
+        "  --lr-base-batch B0    the batch --lr is meant for, with linear scaling [64]\n"
+        "  --warmup-epochs W     ramp --lr to the scaled rate per step over W epochs [0]\n"
+        "  --target-accuracy A   stop after the first epoch with test accuracy >= A%% [off]\n"
         "Output:\n"
         "  --csv FILE|none       append one result row to FILE [results/runs.csv]\n"
         "  --predict K           show K test images as ASCII art with predictions [0]\n"

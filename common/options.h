@@ -13,6 +13,7 @@
 
 #define OPT_MAX_HIDDEN 8
 
+enum lr_scaling { LR_SCALING_NONE = 0, LR_SCALING_LINEAR = 1 };
 enum activation { ACT_RELU = 0, ACT_SIGMOID = 1, ACT_LEAKY_RELU = 2 };
 #define LEAKY_RELU_SLOPE 0.01f
 
@@ -34,6 +35,10 @@ typedef struct train_options_s {
     const char *checkpoint;    /* --checkpoint FILE: the state after every N epochs (checkpoint.h) */
     int checkpoint_every;      /* --checkpoint-every N [1] (0 until given) */
     const char *resume;        /* --resume FILE: go on from a checkpoint */
+    double target_accuracy;    /* --target-accuracy A: stop at test accuracy >= A percent (0: off) */
+    int lr_scaling;            /* --lr-scaling none|linear (schedule.h) */
+    long lr_base_batch;        /* --lr-base-batch B0 [64]: linear scaling's lr x batch / B0 */
+    int warmup_epochs;         /* --warmup-epochs W [0]: ramp --lr to the scaled rate */
 } train_options;
 
 void options_defaults(train_options *o);

@@ -103,10 +103,16 @@ int results_append(const char *path, const result_row *r, char *err, size_t errl
     sb_printf(&b, "%d,%ld,%ld,", r->image_size, r->train_n, r->test_n);
     sb_field(&b, r->hidden);
     sb_field(&b, r->activation);
-    sb_printf(&b, "%ld,%d,%.9g,%llu,", r->batch, r->epochs, r->lr, (unsigned long long)r->seed);
+    sb_printf(&b, "%ld,%d,%.9g,", r->batch, r->epochs, r->lr);
+    sb_field(&b, r->lr_schedule);
+    sb_printf(&b, "%llu,", (unsigned long long)r->seed);
     sb_printf(&b, "%.6f,%.6f,%.6f,%.6f,%.1f,%.2f,%.17g,%.4f,", r->epoch_seconds_median, r->total_seconds,
               r->comm_seconds, r->sync_seconds, r->samples_per_second, r->gflops,
               r->final_train_loss, r->test_accuracy);
+    if (r->target_accuracy > 0) sb_printf(&b, "%.9g,", r->target_accuracy);
+    else sb_printf(&b, ",");
+    if (r->epochs_to_target > 0) sb_printf(&b, "%d,%.6f,", r->epochs_to_target, r->seconds_to_target);
+    else sb_printf(&b, ",,");
     sb_curve(&b, r->train_loss_curve, r->n_curve, "%.17g");
     sb_curve(&b, r->test_acc_curve, r->n_curve, "%.4f");
     sb_curve(&b, r->epoch_seconds, r->n_curve, "%.6f");
@@ -267,6 +273,15 @@ void results_fill(result_row *r, const char *program, const char *variant, int r
     r->gflops = flops_per_sample * (double)train_n / median / 1e9;
     r->final_train_loss = loss_curve[o->epochs - 1];
     r->test_accuracy = acc_curve[o->epochs - 1];
+    if (o->lr_scaling == LR_SCALING_LINEAR)
+        snprintf(r->schedule_text, sizeof r->schedule_text, "linear-b%ld-w%d", o->lr_base_batch, o->warmup_epochs);
+    else snprintf(r->schedule_text, sizeof r->schedule_text, "none");
+    r->lr_schedule = r->schedule_text;
+    r->target_accuracy = o->target_accuracy;
+    if (o->target_accuracy > 0 && r->test_accuracy >= o->target_accuracy) {   /* the run stopped there */
+        r->epochs_to_target = o->epochs;
+        r->seconds_to_target = total_seconds;
+    }
     r->train_loss_curve = loss_curve;
     r->test_acc_curve = acc_curve;
     r->epoch_seconds = epoch_seconds;
@@ -287,10 +302,16 @@ int results_finish(const result_row *r, const char *csv, const char *who_text, c
     else if (r->ranks > 1) snprintf(who, sizeof who, "%d ranks", r->ranks);
     else if (r->threads > 1) snprintf(who, sizeof who, "%d threads", r->threads);
     else snprintf(who, sizeof who, "1 core");
+    char target[96] = "";
+    if (r->epochs_to_target > 0)
+        snprintf(target, sizeof target, " | target %g%% at epoch %d (%.3f s)", r->target_accuracy, r->epochs_to_target,
+                 r->seconds_to_target);
+    else if (r->target_accuracy > 0)
+        snprintf(target, sizeof target, " | target %g%% not reached in %d epochs", r->target_accuracy, r->epochs);
     printf("%s: %s | %s | %d epochs | epoch median %.3f s | %.1fk samples/s | %.1f GFLOP/s | loss %.4f | "
-           "test acc %.2f%%%s%s | csv %s\n",
+           "test acc %.2f%%%s%s%s | csv %s\n",
            r->program, r->variant, who, r->epochs, r->epoch_seconds_median, r->samples_per_second / 1e3, r->gflops,
-           r->final_train_loss, r->test_accuracy, extra && *extra ? " | " : "", extra ? extra : "",
+           r->final_train_loss, r->test_accuracy, target, extra && *extra ? " | " : "", extra ? extra : "",
            csv && *csv && strcmp(csv, "none") ? csv : "(none)");
     fflush(stdout);
     return 0;

@@ -9,9 +9,10 @@
  *
  * Columns (see README.md for units and meaning):
  *   run_id program variant ranks threads omp_wait_policy dataset image_size
- *   train_n test_n hidden activation batch epochs lr seed
+ *   train_n test_n hidden activation batch epochs lr lr_schedule seed
  *   epoch_seconds_median total_seconds comm_seconds sync_seconds
  *   samples_per_second gflops final_train_loss test_accuracy
+ *   target_accuracy epochs_to_target seconds_to_target
  *   train_loss_curve test_acc_curve epoch_seconds host timestamp
  */
 #ifndef PARTRAIN_RESULTS_H
@@ -22,9 +23,10 @@
 
 #define RESULTS_HEADER \
     "run_id,program,variant,ranks,threads,omp_wait_policy,dataset,image_size," \
-    "train_n,test_n,hidden,activation,batch,epochs,lr,seed," \
+    "train_n,test_n,hidden,activation,batch,epochs,lr,lr_schedule,seed," \
     "epoch_seconds_median,total_seconds,comm_seconds,sync_seconds," \
     "samples_per_second,gflops,final_train_loss,test_accuracy," \
+    "target_accuracy,epochs_to_target,seconds_to_target," \
     "train_loss_curve,test_acc_curve,epoch_seconds,host,timestamp"
 
 typedef struct {
@@ -38,8 +40,9 @@ typedef struct {
     const char *hidden;           /* "256x128" */
     const char *activation;
     long batch;                   /* global mini-batch */
-    int epochs;
+    int epochs;                   /* epochs run (fewer than --epochs when the target stopped it) */
     double lr;
+    const char *lr_schedule;      /* "none", or "linear-bB0-wW" (common/schedule.h) */
     uint64_t seed;
     double epoch_seconds_median;  /* median of epochs 2..E (epoch 1 if E == 1) */
     double total_seconds;         /* training loop incl. per-epoch evaluation */
@@ -49,16 +52,21 @@ typedef struct {
     double gflops;                /* model FLOP per epoch / epoch_seconds_median / 1e9 */
     double final_train_loss;      /* mean cross-entropy of the last epoch */
     double test_accuracy;         /* percent, after the last epoch */
+    double target_accuracy;       /* --target-accuracy, percent (0: off, empty) */
+    int epochs_to_target;         /* first epoch with test_accuracy >= target (0: empty) */
+    double seconds_to_target;     /* total_seconds up to that epoch's evaluation (empty with 0 above) */
     const double *train_loss_curve, *test_acc_curve, *epoch_seconds; /* n_epochs each */
     int n_curve;
-    char hidden_text[128], dataset_text[256];   /* storage behind hidden and dataset (results_fill) */
+    char hidden_text[128], dataset_text[256], schedule_text[64];   /* storage behind hidden and dataset (results_fill) */
 } result_row;
 
 struct train_options_s;
 /* The columns every trainer computes alike, from its options and its per-epoch curves:
  * the configuration, the epoch median (epochs 2..E, epoch 1 if E == 1), samples/s,
  * GFLOP/s (flops_per_sample x train_n per epoch), the final loss and accuracy, and
- * OMP_WAIT_POLICY as run. comm_seconds and sync_seconds stay 0: the trainer's to set.
+ * OMP_WAIT_POLICY as run, the learning-rate schedule and, when the last epoch reached
+ * --target-accuracy (the trainers stop there: common/schedule.h), epochs_to_target and
+ * seconds_to_target = total_seconds. comm_seconds and sync_seconds stay 0: the trainer's to set.
  * Keeps pointers to the curves (they must outlive the row). */
 void results_fill(result_row *r, const char *program, const char *variant, int ranks, int threads,
                   const struct train_options_s *o, int image_size, long train_n, long test_n,
@@ -78,7 +86,8 @@ int results_epoch(const char *program, int printer, int quiet, int epoch, int ep
 
 /* The end of a run: appends the row to csv and prints the one summary line
  *   PROGRAM: variant | who | E epochs | epoch median S s | Nk samples/s | G GFLOP/s |
- *   loss L | test acc A% [| extra] | csv FILE
+ *   loss L | test acc A% [| target T% at epoch e (S s) | target T% not reached in E epochs]
+ *   [| extra] | csv FILE
  * (who: NULL for "1 core", "T threads", "P ranks" or "P ranks x T threads" from the
  * row; extra: the trainer's own figures, or NULL). 0 on success; -1 with a one-line
  * message in err (nothing was written, no summary printed). */

@@ -43,6 +43,7 @@ extern "C" {
 #include "prng.h"
 #include "program.h"
 #include "results.h"
+#include "schedule.h"   /* lr_at(), target_reached() */
 #include "timer.h"
 }
 
@@ -241,6 +242,11 @@ static void parse_options(cuda_options *o, int argc, char **argv) {
     if (o->common.checkpoint || o->common.resume || o->common.checkpoint_every)
         options_die(PROGRAM, "%s: cuda does not checkpoint (the CPU trainers do)",
                     o->common.resume ? "--resume" : o->common.checkpoint ? "--checkpoint" : "--checkpoint-every");
+    char err[160];
+    if (schedule_check_flags(&o->common, err, sizeof err)) options_die(PROGRAM, "%s", err);
+    if (o->graph && o->common.warmup_epochs > 0)   /* a graph replays one epoch's arguments */
+        options_die(PROGRAM, "--graph: the epoch is captured once with one rate per step; warm-up changes them every "
+                             "epoch (leave --warmup-epochs out)");
 #ifdef USE_MPI
     /* every step copies the gradient sums to the host and calls MPI_Allreduce: host work
      * between the launches, which a graph cannot hold */
@@ -737,8 +743,9 @@ static long evaluate(mlp *m, const device_data *g, const dataset *h, unsigned ch
  * is read from dev_order, uploaded before) and the step. The same launches every epoch,
  * the same arguments: only dev_order's contents change, which is what lets --graph
  * capture them once. */
-static void epoch_launches(mlp *m, const device_data *d, const uint32_t *dev_order, long train_n, long batch,
-                           float lr, int epoch) {
+static void epoch_launches(mlp *m, const device_data *d, const uint32_t *dev_order, long train_n,
+                           const train_options *o, int epoch) {
+    long batch = o->batch;
     for (long start = 0; start < train_n; start += batch) {
         int rows = (int)(train_n - start < batch ? train_n - start : batch);
         long lo, count;   /* this rank's rows of the global batch */
@@ -747,18 +754,18 @@ static void epoch_launches(mlp *m, const device_data *d, const uint32_t *dev_ord
         if (count > 0)
             LAUNCH(gather_kernel, blocks_for(count * d->features, THREADS), THREADS, d->x, d->y,
                    dev_order + start + lo, (int)count, d->features, m->act[0], m->batch_y);
-        train_step(m, (int)count, rows, lr);
+        train_step(m, (int)count, rows, lr_at(o, epoch, start / batch, steps_per_epoch(o, train_n)));
     }
 }
 
 /* --graph: epoch_launches captured once on work_stream (global mode: a synchronising call
  * slipped into them fails the capture instead of going unnoticed) and instantiated. */
 static cudaGraphExec_t capture_epoch(mlp *m, const device_data *d, const uint32_t *dev_order, long train_n,
-                                     long batch, float lr) {
+                                     const train_options *o) {
     cudaGraph_t graph;
     cudaGraphExec_t exec;
     CUDA(cudaStreamBeginCapture(work_stream, cudaStreamCaptureModeGlobal));
-    epoch_launches(m, d, dev_order, train_n, batch, lr, 1);
+    epoch_launches(m, d, dev_order, train_n, o, 1);
     CUDA(cudaStreamEndCapture(work_stream, &graph));
     CUDA(cudaGraphInstantiate(&exec, graph, 0));
     CUDA(cudaGraphDestroy(graph));
@@ -938,7 +945,7 @@ int main(int argc, char **argv) {
         CUDA(cudaDeviceSynchronize());
     }
     /* --graph: the epoch captured once here (nothing runs); each epoch replays it */
-    cudaGraphExec_t epoch_graph = co.graph ? capture_epoch(&m, &dtrain, dev_order, train_n, o->batch, (float)o->lr) : NULL;
+    cudaGraphExec_t epoch_graph = co.graph ? capture_epoch(&m, &dtrain, dev_order, train_n, o) : NULL;
 
     /* training */
     watchdog_start();
@@ -952,7 +959,7 @@ int main(int argc, char **argv) {
         /* from pageable memory: returns once order is staged, so the next epoch may refill it */
         CUDA(cudaMemcpyAsync(dev_order, order, sizeof(uint32_t) * (size_t)train_n, cudaMemcpyHostToDevice, work_stream));
         if (epoch_graph) CUDA(cudaGraphLaunch(epoch_graph, work_stream));
-        else epoch_launches(&m, &dtrain, dev_order, train_n, o->batch, (float)o->lr, epoch);
+        else epoch_launches(&m, &dtrain, dev_order, train_n, o, epoch);
         CUDA(cudaEventRecord(ev_stop, work_stream));
         CUDA(cudaEventSynchronize(ev_stop));
         float ms = 0.0f;
@@ -978,6 +985,7 @@ int main(int argc, char **argv) {
         if (results_epoch(PROGRAM, rank == 0, o->quiet, epoch, o->epochs, loss_curve[epoch - 1],
                           100.0 * sum[1] / (double)train_n, acc_curve[epoch - 1], epoch_sec[epoch - 1], train_n, extra))
             return 1;
+        if (target_reached(o, epoch, acc_curve[epoch - 1])) break;   /* the same sums on every rank */
     }
     double total = timer_now() - t_start;
 

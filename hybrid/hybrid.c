@@ -50,6 +50,7 @@
 #include "prng.h"
 #include "results.h"
 #include "sharded_data.h"
+#include "schedule.h"   /* lr_at(), target_reached() */
 #include "timer.h"
 
 #ifndef _OPENMP
@@ -505,7 +506,8 @@ int main(int argc, char **argv) {
     /* outputs (rank 0 writes them): checked before the work, not after it */
     agree_or_die(rank == 0 && (results_check_output(o->csv, "--csv", err, sizeof err) ||
                                results_check_output(ho.dump_params, "--dump-params", err, sizeof err) ||
-                               checkpoint_check_flags(o, err, sizeof err)), err, 2);
+                               checkpoint_check_flags(o, err, sizeof err) || schedule_check_flags(o, err, sizeof err)),
+                 err, 2);
 
     /* data: every rank checks the files; the sizes decide the same errors on every rank */
     sharded_data data;
@@ -557,6 +559,7 @@ int main(int argc, char **argv) {
     checkpoint_init(&ck, PROGRAM, variant, nranks, T, o, train.side, train_n, test_n, NULL, m.params, m.params_alloc,
                     (double *[]){ loss_curve, acc_curve, epoch_sec, comm_sec, sync_sec }, 5);
     resume_on_every_rank(&ck, o, 1);
+    agree_or_die(target_resumed(o, acc_curve, ck.epochs_done, err, sizeof err), err, 2);
     for (int l = 2; o->resume && l <= m.n_layers; l++)
         transpose(m.W[l], m.size[l - 1], m.size[l], m.wt[l], m.size[l - 1]);
     if (rank == 0) {
@@ -582,7 +585,7 @@ int main(int argc, char **argv) {
         memset(st, 0, sizeof(thread_stats) * (size_t)T);
         comm_seconds = 0.0;
         long batch = o->batch;
-        float lr = (float)o->lr;
+        long spe = steps_per_epoch(o, train_n);   /* lr_at(o, epoch, step, spe): the step's rate */
         double t0 = timer_now();
 #pragma omp parallel num_threads(T)
         {
@@ -592,6 +595,7 @@ int main(int argc, char **argv) {
                 long lo, count;   /* this rank's rows of the global batch */
                 shard(rows, rank, nranks, &lo, &count);
                 if (t == 0) watchdog_progress(epoch, start / batch + 1);
+                float lr = lr_at(o, epoch, start / batch, spe);
                 train_step(&m, ws, &st[t], &train, order + start + lo, (int)count, rows, lr, t, T);
             }
         }
@@ -618,8 +622,10 @@ int main(int argc, char **argv) {
         if (results_epoch(PROGRAM, rank == 0, o->quiet, epoch, o->epochs, loss_curve[epoch - 1],
                           100.0 * sum[1] / (double)train_n, acc_curve[epoch - 1], epoch_sec[epoch - 1], train_n, extra))
             return 1;
+        int stop = target_reached(o, epoch, acc_curve[epoch - 1]);   /* the same sums on every rank */
         watchdog_beat();   /* a checkpoint being written is progress */
         t_start += checkpoint_after_epoch_root(&ck, o, epoch, timer_now() - t_start);
+        if (stop) break;
     }
     double total = timer_now() - t_start;
 

@@ -50,6 +50,7 @@
 #include "program.h"
 #include "results.h"
 #include "sharded_data.h"
+#include "schedule.h"   /* lr_at(), target_reached() */
 #include "timer.h"
 #include "watchdog.h"   /* --timeout-step: the stuck-rank watchdog */
 
@@ -358,7 +359,8 @@ int main(int argc, char **argv) {
     /* outputs (rank 0 writes them): checked before the work, not after it */
     agree_or_die(rank == 0 && (results_check_output(o->csv, "--csv", err, sizeof err) ||
                                results_check_output(mo.dump_params, "--dump-params", err, sizeof err) ||
-                               checkpoint_check_flags(o, err, sizeof err)), err, 2);
+                               checkpoint_check_flags(o, err, sizeof err) || schedule_check_flags(o, err, sizeof err)),
+                 err, 2);
 
     /* data: every rank checks the files; the sizes decide the same errors on every rank */
     sharded_data data;
@@ -387,6 +389,7 @@ int main(int argc, char **argv) {
     checkpoint_init(&ck, PROGRAM, variant, nranks, 1, o, train.side, train_n, test_n, NULL, m.params, m.params_alloc,
                     (double *[]){ loss_curve, acc_curve, epoch_sec, comm_sec }, 4);
     resume_on_every_rank(&ck, o, 1);
+    agree_or_die(target_resumed(o, acc_curve, ck.epochs_done, err, sizeof err), err, 2);
     if (rank == 0) {
         printf("mpi: %s MLP %d", options_activation_name(o->activation), m.size[0]);
         for (int l = 1; l <= m.n_layers; l++) printf("-%d", m.size[l]);
@@ -417,13 +420,16 @@ int main(int argc, char **argv) {
             shard(rows, rank, nranks, &lo, &count);
             watchdog_progress(epoch, start / o->batch + 1);
             gather_batch(&train, order + start + lo, (int)count, m.act[0], batch_y);
-            loss_sum += train_step(&m, batch_y, (int)count, rows, (float)o->lr, &correct);
+            loss_sum += train_step(&m, batch_y, (int)count, rows,
+                                   lr_at(o, epoch, start / o->batch, steps_per_epoch(o, train_n)), &correct);
         }
         double seconds = timer_now() - t0;
         long test_correct = evaluate(&m, &test, NULL);
         if (end_epoch(&log, epoch, loss_sum, correct, test_correct, seconds)) return 1;   /* every rank alike */
+        int stop = target_reached(o, epoch, acc_curve[epoch - 1]);   /* the same sums on every rank */
         watchdog_beat();   /* a checkpoint being written is progress */
         t_start += checkpoint_after_epoch_root(&ck, o, epoch, timer_now() - t_start);
+        if (stop) break;
     }
     double total = timer_now() - t_start;
 

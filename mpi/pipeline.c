@@ -43,6 +43,7 @@
 #include "options.h"
 #include "prng.h"
 #include "results.h"
+#include "schedule.h"   /* lr_at(), target_reached() */
 #include "timer.h"
 
 
@@ -407,7 +408,8 @@ int main(int argc, char **argv) {
 
     /* outputs (rank 0 writes them): checked before the work, not after it */
     agree_or_die(rank == 0 && (results_check_output(o->csv, "--csv", err, sizeof err) ||
-                               checkpoint_check_flags(o, err, sizeof err)), err, 2);
+                               checkpoint_check_flags(o, err, sizeof err) || schedule_check_flags(o, err, sizeof err)),
+                 err, 2);
 
     /* data sizes and the flags that depend on them (the same on every rank) */
     long train_avail = 0, test_avail = 0;
@@ -524,6 +526,7 @@ int main(int argc, char **argv) {
     checkpoint_init(&ck, PROGRAM, variant, nranks, 1, o, side, train_n, test_n, NULL, whole, whole_n,
                     (double *[]){ loss_curve, acc_curve, epoch_sec, comm_sec, idle_sec }, 5);
     resume_on_every_rank(&ck, o, 0);
+    agree_or_die(target_resumed(o, acc_curve, ck.epochs_done, err, sizeof err), err, 2);
     if (o->resume)
         mpi_check(MPI_Scatterv(whole, counts, displs, MPI_FLOAT, m.params, stage_floats, MPI_FLOAT, 0, MPI_COMM_WORLD), "MPI_Scatterv");
     if (rank == 0) {
@@ -555,7 +558,8 @@ int main(int argc, char **argv) {
             watchdog_progress(epoch, start / o->batch + 1);
             if (rank == 0) gather_batch(&train, order + start, rows, m.act[0], batch_y);
             if (rank == nranks - 1) gather_labels(&train, order + start, rows, batch_y);
-            loss_sum += gpipe_step(&m, batch_y, rows, po.microbatches, (float)o->lr, &correct);
+            loss_sum += gpipe_step(&m, batch_y, rows, po.microbatches,
+                                   lr_at(o, epoch, start / o->batch, steps_per_epoch(o, train_n)), &correct);
         }
         double seconds = timer_now() - t0, comm = comm_seconds, busy = busy_seconds;
         long test_correct = evaluate(&m, &test, test_n, NULL);
@@ -574,6 +578,8 @@ int main(int argc, char **argv) {
         if (results_epoch(PROGRAM, rank == 0, o->quiet, epoch, o->epochs, loss_curve[epoch - 1],
                           100.0 * sum[1] / (double)train_n, acc_curve[epoch - 1], epoch_sec[epoch - 1], train_n, extra))
             return 1;
+        int stop = target_reached(o, epoch, acc_curve[epoch - 1]);   /* the same sums on every rank */
+        if (stop && counted_seconds == 0) { my_busy = busy; counted_seconds = slowest; }   /* its only epoch */
         if (checkpoint_due(o, epoch)) {
             double t_ck = timer_now();
             watchdog_beat();   /* a checkpoint being written is progress */
@@ -581,6 +587,7 @@ int main(int argc, char **argv) {
             checkpoint_after_epoch_root(&ck, o, epoch, t_ck - t_start);
             t_start += timer_now() - t_ck;
         }
+        if (stop) break;
     }
     double total = timer_now() - t_start;
     mpi_check(MPI_Gather(&my_busy, 1, MPI_DOUBLE, stage_busy, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD), "MPI_Gather");

@@ -49,6 +49,7 @@
 #include "owner.h"      /* --accum owner: the owner-computes sums */
 #include "prng.h"
 #include "results.h"
+#include "schedule.h"   /* lr_at(), target_reached() */
 #include "timer.h"
 
 #ifndef _OPENMP
@@ -874,7 +875,8 @@ int main(int argc, char **argv) {
     char err[IDX_ERR_LEN];
 
     /* outputs: checked before the work, not after it */
-    if (results_check_output(o->csv, "--csv", err, sizeof err) || checkpoint_check_flags(o, err, sizeof err))
+    if (results_check_output(o->csv, "--csv", err, sizeof err) || checkpoint_check_flags(o, err, sizeof err) ||
+        schedule_check_flags(o, err, sizeof err))
         options_die(PROGRAM, "%s", err);
 
     /* data */
@@ -950,7 +952,8 @@ int main(int argc, char **argv) {
     checkpoint ck;
     checkpoint_init(&ck, PROGRAM, variant, 1, T, o, train.side, train_n, test_n, NULL, m.params, m.params_alloc,
                     (double *[]){ loss_curve, acc_curve, epoch_sec, sync_sec, barrier_sec }, 5);
-    if (o->resume && checkpoint_load(o->resume, &ck, o->epochs, err, sizeof err))
+    if (o->resume && (checkpoint_load(o->resume, &ck, o->epochs, err, sizeof err) ||
+                      target_resumed(o, acc_curve, ck.epochs_done, err, sizeof err)))
         { fprintf(stderr, PROGRAM ": %s\n", err); return 2; }
     if (o->resume) mlp_loaded(&m, views, T);
     printf("openmp: %s MLP %d", options_activation_name(o->activation), m.size[0]);
@@ -967,7 +970,7 @@ int main(int argc, char **argv) {
         prng_permutation(order, (uint32_t)train_n, o->seed, (uint64_t)epoch);
         memset(st, 0, sizeof(thread_stats) * (size_t)T);
         long batch = o->batch;
-        float lr = (float)o->lr;
+        long spe = steps_per_epoch(o, train_n);   /* lr_at(o, epoch, step, spe): the step's rate */
         double t0 = timer_now();
 #pragma omp parallel num_threads(T)
         {
@@ -982,6 +985,7 @@ int main(int argc, char **argv) {
                 int s = 0;
                 for (long start = 0; start < train_n; start += batch, s ^= 1) {
                     int rows = (int)(train_n - start < batch ? train_n - start : batch);
+                    float lr = lr_at(o, epoch, start / batch, spe);
                     long next = start + batch;
                     int next_rows = (int)(next >= train_n ? 0 : train_n - next < batch ? train_n - next : batch);
                     train_step_loop(&m, w, &st[t], xb[s], yb[s], rows, lr, t, T, &train, order + (next_rows ? next : 0), next_rows,
@@ -994,6 +998,7 @@ int main(int argc, char **argv) {
                 int s = 0;
                 for (long start = 0; start < train_n; start += batch, s++) {
                     int rows = (int)(train_n - start < batch ? train_n - start : batch);
+                    float lr = lr_at(o, epoch, start / batch, spe);
                     long next = start + batch;
                     int next_rows = (int)(next >= train_n ? 0 : train_n - next < batch ? train_n - next : batch);
                     train_step_model(&views[t], ws, &st[t], xs[s % 3], ys[s % 3], rows, lr, s & 1, t, T, &train,
@@ -1002,6 +1007,7 @@ int main(int argc, char **argv) {
             } else {
                 for (long start = 0; start < train_n; start += batch) {
                     int rows = (int)(train_n - start < batch ? train_n - start : batch);
+                    float lr = lr_at(o, epoch, start / batch, spe);
                     train_step_data(&m, ws, &st[t], &train, order + start, rows, lr, accum, t, T);
                 }
             }
@@ -1022,7 +1028,9 @@ int main(int argc, char **argv) {
                           100.0 * (double)correct / (double)train_n, acc_curve[epoch - 1], epoch_sec[epoch - 1],
                           train_n, NULL))
             return 1;
+        int stop = target_reached(o, epoch, acc_curve[epoch - 1]);
         t_start += checkpoint_after_epoch(&ck, PROGRAM, o, epoch, timer_now() - t_start);
+        if (stop) break;
     }
     double total = timer_now() - t_start;
 

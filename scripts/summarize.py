@@ -23,7 +23,7 @@ columns may be added to the schema without breaking it. Python 3 standard librar
   summarize.py curves CSV --outdir DIR [--prefix P] [--where COL=VAL]...
       For plots: the latest row (by timestamp, then file order) of each
       configuration — (dataset, program, variant, ranks, threads, image_size,
-      train_n, hidden, activation, batch, lr) — goes to DIR/P-NN.dat (P: curves)
+      train_n, hidden, activation, batch, lr, lr_schedule) — goes to DIR/P-NN.dat (P: curves)
       with whitespace columns "epoch train_loss test_acc epoch_seconds", and
       DIR/P-index.dat lists "file<TAB>title" per curve (old DIR/P-*.dat are removed). Titles name the dataset,
       program and variant, plus whichever configuration fields differ between the
@@ -43,7 +43,7 @@ import partrain  # noqa: E402
 
 PROG = "summarize.py"
 CONFIG_KEY = ("dataset", "program", "variant", "ranks", "threads", "image_size",
-              "train_n", "hidden", "activation", "batch", "lr")
+              "train_n", "hidden", "activation", "batch", "lr", "lr_schedule")
 DEFAULT_SHOW = "epoch_seconds_median,gflops,samples_per_second,test_accuracy"
 HEADINGS = {
     "epoch_seconds_median": "epoch s (median)",
@@ -54,6 +54,8 @@ HEADINGS = {
     "final_train_loss": "final loss",
     "comm_seconds": "comm s",
     "sync_seconds": "sync s",
+    "epochs_to_target": "epochs to target",
+    "seconds_to_target": "s to target",
 }
 
 

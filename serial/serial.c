@@ -34,6 +34,7 @@
 #include "options.h"
 #include "prng.h"
 #include "results.h"
+#include "schedule.h"   /* lr_at(), target_reached() */
 #include "timer.h"
 
 
@@ -250,7 +251,8 @@ int main(int argc, char **argv) {
     char err[IDX_ERR_LEN];
 
     /* outputs: checked before the work, not after it */
-    if (results_check_output(o->csv, "--csv", err, sizeof err) || checkpoint_check_flags(o, err, sizeof err))
+    if (results_check_output(o->csv, "--csv", err, sizeof err) || checkpoint_check_flags(o, err, sizeof err) ||
+        schedule_check_flags(o, err, sizeof err))
         options_die(PROGRAM, "%s", err);
 
     /* data */
@@ -284,7 +286,8 @@ int main(int argc, char **argv) {
     checkpoint ck;
     checkpoint_init(&ck, PROGRAM, variant, 1, 1, o, train.side, train_n, test_n, NULL, m.params, m.params_alloc,
                     (double *[]){ loss_curve, acc_curve, epoch_sec }, 3);
-    if (o->resume && checkpoint_load(o->resume, &ck, o->epochs, err, sizeof err))
+    if (o->resume && (checkpoint_load(o->resume, &ck, o->epochs, err, sizeof err) ||
+                      target_resumed(o, acc_curve, ck.epochs_done, err, sizeof err)))
         { fprintf(stderr, PROGRAM ": %s\n", err); return 2; }
     printf("serial: %s MLP %d", options_activation_name(o->activation), m.size[0]);
     for (int l = 1; l <= m.n_layers; l++) printf("-%d", m.size[l]);
@@ -302,7 +305,8 @@ int main(int argc, char **argv) {
         for (long start = 0; start < train_n; start += o->batch) {
             int rows = (int)(train_n - start < o->batch ? train_n - start : o->batch);
             gather_batch(&train, order + start, rows, m.act[0], batch_y);
-            loss_sum += train_step(&m, batch_y, rows, (float)o->lr, &correct);
+            loss_sum += train_step(&m, batch_y, rows, lr_at(o, epoch, start / o->batch, steps_per_epoch(o, train_n)),
+                                   &correct);
         }
         epoch_sec[epoch - 1] = timer_now() - t0;
         loss_curve[epoch - 1] = loss_sum / (double)train_n;
@@ -311,7 +315,9 @@ int main(int argc, char **argv) {
                           100.0 * (double)correct / (double)train_n, acc_curve[epoch - 1], epoch_sec[epoch - 1],
                           train_n, NULL))
             return 1;
+        int stop = target_reached(o, epoch, acc_curve[epoch - 1]);
         t_start += checkpoint_after_epoch(&ck, PROGRAM, o, epoch, timer_now() - t_start);
+        if (stop) break;
     }
     double total = timer_now() - t_start;
 

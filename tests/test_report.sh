@@ -41,7 +41,8 @@ def row(program, variant, ranks, threads, epoch, comm=0.0, sync=0.0, batch=64, t
     n[0] += 1
     r = dict(run_id=f"fx-{n[0]}", program=program, variant=variant, ranks=ranks, threads=threads,
              omp_wait_policy=policy, dataset="fashion", image_size=image, train_n=train, test_n=10000,
-             hidden="256x128", activation="relu", batch=batch, epochs=epochs, lr=0.01, seed=42,
+             hidden="256x128", activation="relu", batch=batch, epochs=epochs, lr=0.01, lr_schedule="none", seed=42,
+             target_accuracy="", epochs_to_target="", seconds_to_target="",
              epoch_seconds_median=epoch, total_seconds=epoch * epochs * 1.1, comm_seconds=comm,
              sync_seconds=sync, samples_per_second=train / epoch, gflops=60.0, final_train_loss=0.4,
              test_accuracy=acc, train_loss_curve=";".join(["0.6", "0.5", "0.45", "0.4"][:epochs]),
