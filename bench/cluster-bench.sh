@@ -23,7 +23,7 @@
 #   --run-rates L    link rates of the trainer runs (default "10gbit"; "" for none)
 #   --train N        training samples of the trainer runs (default 10000; --quick: 4000)
 #   --runs R         repetitions of the trainer runs (default 2; --quick: 1): over shaped
-#                    TCP links one run varies by more than the model's 20 % (NOTES 37)
+#                    TCP links one run varies by more than the model's 20 % (NOTES 28)
 #   --dir DIR        where comm.csv, comm-tcp-*.dat and model-runs.csv go (default results)
 #   --quick          comm up to 1 MiB only, trainer runs on 4000 samples
 # Needs root and the packages of scripts/localcluster.sh (scripts/setup.sh installs them);

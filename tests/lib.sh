@@ -44,3 +44,17 @@ variant_flags() { "$1" --list-variants | awk -F'\t' -v n="$2" '$1 == n { print $
 # build in build/sanitize/, or PROG itself when the whole suite runs sanitized
 # (tests/run-sanitized.sh: there every program is)
 sanitized() { if [ -n "${PARTRAIN_SANITIZE:-}" ]; then echo "$1"; else echo "build/sanitize/$1"; fi; }
+
+# mpi_ranks PID: the pids of an MPI job's ranks, the processes below PID (scripts/mpirun.sh,
+# which runs mpirun as its child, or timeout, or mpirun itself) whose environment has
+# OMPI_COMM_WORLD_RANK
+mpi_ranks() {
+  local p c queue=("$1")
+  while [ ${#queue[@]} -gt 0 ]; do
+    p=${queue[0]} queue=("${queue[@]:1}")
+    for c in $(pgrep -P "$p"); do
+      queue+=("$c")
+      tr '\0' '\n' <"/proc/$c/environ" 2>/dev/null | grep -q '^OMPI_COMM_WORLD_RANK=' && echo "$c"
+    done
+  done
+}

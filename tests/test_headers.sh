@@ -20,12 +20,28 @@ for h in common/*.h; do
   check "$h compiles alone ($compiler)" "$(head -n 3 "$TMP/h.err")" [ ! -s "$TMP/h.err" ]
 done
 
-for f in serial/serial.c openmp/openmp.c mpi/mpi.c mpi/shm.c mpi/pipeline.c hybrid/hybrid.c cnn/cnn.c; do
+# the Compile: lines build in parallel, one per core at a time; checked in order after
+compile_line() {   # FILE: its Compile: line, run into $TMP/bin-NAME; the outcome in $TMP/c-NAME.*
+  local f=$1 n line
+  n=$(basename "$f" .c)
   line=$(sed -n 's/^ \* Compile: make [a-z]*  *(\(.*\))$/\1/p' "$f")
+  echo "$line" >"$TMP/c-$n.line"
+  [ -n "$line" ] || return 0
+  [[ $line == mpicc* ]] && [ $have_mpicc = 0 ] && return 0
+  bash -c "$line -o \"\$1\"" compile "$TMP/bin-$n" >"$TMP/c-$n.err" 2>&1
+}
+TRAINERS=(serial/serial.c openmp/openmp.c mpi/mpi.c mpi/shm.c mpi/pipeline.c hybrid/hybrid.c cnn/cnn.c)
+running=0
+for f in "${TRAINERS[@]}"; do
+  compile_line "$f" &
+  running=$((running + 1))
+  if [ $running -ge "$(nproc)" ]; then wait -n; running=$((running - 1)); fi
+done
+wait
+for f in "${TRAINERS[@]}"; do
+  n=$(basename "$f" .c) line=$(cat "$TMP/c-$(basename "$f" .c).line")
   if [ -z "$line" ]; then fail "$f: Compile: line" "no ' * Compile: make T   (command)' line"; continue; fi
   [[ $line == mpicc* ]] && [ $have_mpicc = 0 ] && { skip "$f: Compile: line builds" "$MPICC not found"; continue; }
-  rm -f "$TMP/prog"
-  bash -c "$line -o \"\$1\"" compile "$TMP/prog" >"$TMP/c.err" 2>&1
-  check "$f: its Compile: line builds it ($line)" "$(head -n 3 "$TMP/c.err")" [ -x "$TMP/prog" ]
+  check "$f: its Compile: line builds it ($line)" "$(head -n 3 "$TMP/c-$n.err" 2>/dev/null)" [ -x "$TMP/bin-$n" ]
 done
 finish

@@ -239,7 +239,7 @@ kill_one_rank() {
   $RUN 2 mpi/mpi --data $DATA --train 4000 --batch 8 --epochs 1000 --csv none >"$TMP/die.out" 2>&1 &
   local job=$! victim
   for _ in $(seq 1 100); do grep -q '^epoch 1/' "$TMP/die.out" && break; sleep 0.2; done
-  victim=$(pgrep -P $job | tail -n 1)   # the ranks are mpirun's children
+  victim=$(mpi_ranks $job | tail -n 1)   # the ranks are the children of the job's mpirun
   if [ -z "$victim" ]; then
     kill $job 2>/dev/null; wait $job 2>/dev/null
     fail "a killed rank ends the job" "no rank process found under mpirun (pid $job): $(tail -n 3 "$TMP/die.out")"

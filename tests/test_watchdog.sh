@@ -36,17 +36,17 @@ trap cleanup EXIT
 now() { date +%s.%N; }
 secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
 
-# rank_pid MPIRUN_PID RANK: the pid of that rank (a child of mpirun, OMPI_COMM_WORLD_RANK in its environment)
+# rank_pid JOB_PID RANK: the pid of that rank (a child of the job's mpirun, OMPI_COMM_WORLD_RANK in its environment)
 rank_pid() {
   local c r
-  for c in $(pgrep -P "$1"); do
+  for c in $(mpi_ranks "$1"); do
     r=$(tr '\0' '\n' <"/proc/$c/environ" 2>/dev/null | sed -n 's/^OMPI_COMM_WORLD_RANK=//p')
     [ "$r" = "$2" ] && { echo "$c"; return 0; }
   done
   return 1
 }
 
-# launch COMMAND...: in the background, stdout/stderr in $TMP/out, $TMP/err; JOB = mpirun's pid
+# launch COMMAND...: in the background, stdout/stderr in $TMP/out, $TMP/err; JOB = its pid (scripts/mpirun.sh's)
 launch() {
   rm -f "$TMP/out" "$TMP/err" "$TMP/wd.csv"
   "$@" --csv "$TMP/wd.csv" >"$TMP/out" 2>"$TMP/err" </dev/null &
