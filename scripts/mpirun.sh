@@ -168,6 +168,12 @@ fi
 # is killed (SIGKILL of mpirun, or of the whole process group) leaves nothing behind
 # either (docs/reliability.md: OpenMPI's leftovers).
 base=/dev/shm; [ -d $base ] && [ -w $base ] || base=${TMPDIR:-/tmp}
+# (until the watcher runs, a signal removes the directory here; launch() then takes over)
+jobdir=""
+for sig in "INT 130" "TERM 143" "HUP 129" "QUIT 131"; do
+  # shellcheck disable=SC2064  # the status is fixed now, the directory read when it fires
+  trap "[ -z \"\$jobdir\" ] || rm -rf -- \"\$jobdir\"; exit ${sig#* }" "${sig% *}"
+done
 jobdir=$(mktemp -d "$base/partrain-mpi.XXXXXX") || usage "cannot create a directory in $base"
 exec 9>"$jobdir/.lock"
 if command -v flock >/dev/null && command -v setsid >/dev/null && flock -n 9; then
