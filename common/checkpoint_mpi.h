@@ -4,6 +4,9 @@
  */
 #ifndef PARTRAIN_CHECKPOINT_MPI_H
 #define PARTRAIN_CHECKPOINT_MPI_H
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L   /* POSIX calls under -std=c11, when this is the first include */
+#endif
 
 #include <mpi.h>
 

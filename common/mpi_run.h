@@ -6,6 +6,9 @@
  */
 #ifndef PARTRAIN_MPI_RUN_H
 #define PARTRAIN_MPI_RUN_H
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L   /* POSIX calls under -std=c11, when this is the first include */
+#endif
 
 #include <stdio.h>
 #include <stdlib.h>

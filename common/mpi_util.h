@@ -12,6 +12,9 @@
  */
 #ifndef PARTRAIN_MPI_UTIL_H
 #define PARTRAIN_MPI_UTIL_H
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L   /* POSIX calls under -std=c11, when this is the first include */
+#endif
 
 #include <fcntl.h>
 #include <string.h>

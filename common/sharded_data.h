@@ -5,7 +5,11 @@
  */
 #ifndef PARTRAIN_SHARDED_DATA_H
 #define PARTRAIN_SHARDED_DATA_H
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L   /* POSIX calls under -std=c11, when this is the first include */
+#endif
 
+#include <stdint.h>
 #include <string.h>
 
 #include <mpi.h>
@@ -80,6 +84,17 @@ static void __attribute__((unused)) load_sharded_data(train_options *o, long bat
         die_all("the ranks loaded different training sets from %s/train-images (%llu..%llu samples, %llux%llu..%llux%llu "
                 "images%s): every rank must see the same files", o->data_dir, lo[0], hi[0], lo[1], lo[1], hi[1], hi[1],
                 lo[0] == hi[0] && lo[1] == hi[1] ? ", different contents" : "");
+}
+
+/* This rank's part of the global batch of `rows` samples from order[start]: its
+ * contiguous shard of the rows (common/mpi_util.h's shard()) gathered into x and y;
+ * returns how many rows that is (0 when a short last batch leaves this rank none). */
+static inline int gather_rank_rows(const dataset *d, const uint32_t *order, long start, int rows, float *x,
+                                   unsigned char *y) {
+    long lo, count;
+    shard(rows, rank, nranks, &lo, &count);
+    gather_batch(d, order + start + lo, (int)count, x, y);
+    return (int)count;
 }
 
 #endif

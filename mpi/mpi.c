@@ -416,12 +416,10 @@ int main(int argc, char **argv) {
         long correct = 0;
         for (long start = 0; start < train_n; start += o->batch) {
             int rows = (int)(train_n - start < o->batch ? train_n - start : o->batch);
-            long lo, count;   /* this rank's rows of the global batch */
-            shard(rows, rank, nranks, &lo, &count);
             watchdog_progress(epoch, start / o->batch + 1);
-            gather_batch(&train, order + start + lo, (int)count, m.act[0], batch_y);
-            loss_sum += train_step(&m, batch_y, (int)count, rows,
-                                   lr_at(o, epoch, start / o->batch, steps_per_epoch(o, train_n)), &correct);
+            int count = gather_rank_rows(&train, order, start, rows, m.act[0], batch_y);   /* this rank's rows */
+            float lr = lr_at(o, epoch, start / o->batch, steps_per_epoch(o, train_n));
+            loss_sum += train_step(&m, batch_y, count, rows, lr, &correct);
         }
         double seconds = timer_now() - t0;
         long test_correct = evaluate(&m, &test, NULL);

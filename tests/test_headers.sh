@@ -15,7 +15,7 @@ for h in common/*.h; do
     [ $have_mpicc = 1 ] || { skip "$h compiles alone" "$MPICC not found (apt-get install libopenmpi-dev)"; continue; }
     compiler=$MPICC
   fi
-  echo "#include \"$(basename "$h")\"" | $compiler -std=c11 -fsyntax-only -fopenmp -march=native -Icommon -x c - \
+  echo "#include \"$(basename "$h")\"" | $compiler -std=c11 -fsyntax-only -Wall -march=native -Icommon -x c - \
     >"$TMP/h.err" 2>&1
   check "$h compiles alone ($compiler)" "$(head -n 3 "$TMP/h.err")" [ ! -s "$TMP/h.err" ]
 done
