@@ -14,6 +14,7 @@ if (!exists("index")) index = 'results/openmp-index.dat'
 if (!exists("out")) out = 'plots/openmp-threads.png'
 if (!exists("serial")) serial = NaN
 if (!exists("cores")) cores = int(system("nproc"))   # scripts/plot.sh passes the run's (machine.json)
+if (!exists("real_cores")) real_cores = int(system("nproc"))   # the machine that ran (passive above it)
 if (!exists("subtitle")) subtitle = ''
 
 n = int(system(sprintf("grep -c . '%s' 2>/dev/null || true", index)))
@@ -25,7 +26,7 @@ if (strstrt(GPVAL_TERMINALS, "pngcairo") > 0) {
     set terminal png size 1500,620 font "Sans,11" linewidth 2
 }
 set output out
-set multiplot layout 1,2 title sprintf("openmp/openmp: threads T on %d cores — %s (T > %d: OMP\\_WAIT\\_POLICY=passive)", cores, subtitle, cores)
+set multiplot layout 1,2 title sprintf("openmp/openmp: threads T on %d cores — %s (T > %d: OMP\\_WAIT\\_POLICY=passive)", cores, subtitle, real_cores)
 set grid lc rgb "#c8c8c8"
 set logscale x 2
 set xlabel "threads T"

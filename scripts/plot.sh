@@ -70,8 +70,9 @@ command -v gnuplot >/dev/null || { echo "plot: gnuplot missing (apt-get install 
 mkdir -p "$plots" || exit 1
 # the run's cores, nodes and rank slots (DIR/machine.json), else this machine's cores
 mj() { sed -n "s/.*\"$1\": *\([0-9][0-9]*\).*/\1/p" "$results/machine.json" 2>/dev/null | head -n 1; }
-cores=$(mj cores); nodes=$(mj nodes); slots=$(mj slots)
+cores=$(mj cores); nodes=$(mj nodes); slots=$(mj slots); real_cores=$(mj real_cores)
 [ -n "$cores" ] || cores=$(nproc)
+[ -n "$real_cores" ] || real_cores=$(nproc)   # the machine that ran: OMP_WAIT_POLICY=passive above it
 [ -n "$nodes" ] || nodes=1
 [ -n "$slots" ] || slots=$cores
 
@@ -100,7 +101,7 @@ plot_openmp_threads() {
   case $? in 0) ;; 1) skipped openmp-threads.png "no openmp rows in $csv"; return 0 ;; *) return 1 ;; esac
   local openmp_n serial cores openmp_title
   eval "$vars"   # openmp_n=N serial=S cores=C openmp_title='...' (from our own script)
-  gnuplot -e "index='$results/openmp-index.dat'; out='$out'; serial=$serial; cores=$cores; subtitle='$openmp_title'" plots/openmp.gp || return 1
+  gnuplot -e "index='$results/openmp-index.dat'; out='$out'; serial=$serial; cores=$cores; real_cores=$real_cores; subtitle='$openmp_title'" plots/openmp.gp || return 1
   drawn "$out ($openmp_n mode(s) from $csv)"
 }
 

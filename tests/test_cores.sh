@@ -165,7 +165,7 @@ check "hybrid-table4.md: measured on 8 cores" "$(grep -m1 'Measured' "$DIR/hybri
 if [ -n "$gp" ]; then
   gpl=$(cat "$TMP/gnuplot.log" 2>/dev/null)
   check "figures: openmp-threads drawn with cores=8" "$gpl" grep -q "openmp-threads.png.*cores=8" <<<"$gpl"
-  check "figures: no gnuplot command with cores=2" "$(grep 'cores=2\b' <<<"$gpl")" bash -c '! grep -q "cores=2\b" <<<"$1"' _ "$gpl"
+  check "figures: no gnuplot command with cores=2 (the machine's real_cores beside it is fine)" "$(grep -E '(^|[^_a-z])cores=2\b' <<<"$gpl")" bash -c '! grep -qE "(^|[^_a-z])cores=2\b" <<<"$1"' _ "$gpl"
   check "figures: the hybrid-grid title says 8 cores" "$(grep hybrid-grid.png <<<"$gpl")" \
     bash -c 'grep "hybrid-grid.png" <<<"$1" | grep -q " 8 cores"' _ "$gpl"
 else

@@ -323,7 +323,7 @@ def figure6_sentences(d, rows, b, ser, curve):
                  ", ".join(f"`{m}`" for m in u_modes) + (" is" if len(u_modes) == 1 else " are"))
         sent.append(f"{which} U-shaped like the report's figure, with the bottom at "
                     f"{'/'.join(str(min(curve[m], key=lambda t: curve[m][t])) for m in u_modes)} threads on "
-                    f"this {cores}-core machine instead of the report's {S['figure6_peak_threads']}.")
+                    f"the sweep's {cores} cores instead of the report's {S['figure6_peak_threads']}.")
     elif mono:
         sent.append("No mode is U-shaped here yet: more threads kept helping up to the largest count tried.")
     return sent

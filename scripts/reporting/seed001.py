@@ -114,11 +114,13 @@ def expected_sentence(d, measured):
     if not measured:
         return None
     cores = d.cores
+    real = d.i.machine.get("real_cores", cores)   # the machine that ran, not the sweep's --cores
     workers = [p * t for (_, p, t) in EXPECTED]
     met = [(k, v) for k, v in measured.items() if v[0] is not None and v[0] >= EXPECTED[k][0]]
     closest = max((v[0] for v in measured.values() if v[0]), default=None)
     return (f"{len(met)} of the {len(measured)} expected ranges we could measure "
             f"{'is' if len(met) == 1 else 'are'} reached"
             f"{' (' + ', '.join(v[1] for k, v in met) + ')' if met else ''}; the ranges assume "
-            f"{min(workers)}–{max(workers)} cores, this machine has {cores}, so {cores}× is the ceiling"
+            f"{min(workers)}–{max(workers)} cores; the sweep assumed {cores} and the runs had {real}, so "
+            f"{min(cores, real)}× is the ceiling"
             f"{'; the closest of those configurations reaches ' + x(closest) if closest else ''}.")
