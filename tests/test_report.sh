@@ -59,12 +59,18 @@ write("bench-mpi.csv", [row("serial", "own-gemm", 1, 1, 0.8, batch=512), row("se
 write("openmp.csv", [row("serial", "own-gemm", 1, 1, 0.7)] +
       [row("openmp", m, 1, t, e + 0.01 * k, policy="passive" if t > 2 else "")
        for k, m in enumerate(reversed(modes)) for t, e in ((1, 0.71), (2, 0.5), (4, 0.55), (8, 0.9))])
+# allreduce at P = 2 has 3 runs: 0.44, 0.40, 0.50 s (median 0.44 s, range 0.40-0.50 s)
 write("mpi-strong.csv", [row("serial", "own-gemm", 1, 1, 0.8, batch=512)] +
       [row("mpi", v, p, 1, 0.8 / p * 1.1 if p <= 2 else 0.9, comm=0.01 * p, batch=512) for v in ("allreduce", "overlap")
-       for p in (1, 2, 4)])
+       for p in (1, 2, 4)] +
+      [row("mpi", "allreduce", 2, 1, e, comm=0.02, batch=512) for e in (0.40, 0.50)])
 write("mpi-pipeline.csv", [row("pipeline", f"gpipe-m{m}", p, 1, 0.3, sync=0.3 * p * 0.4, batch=512)
                            for p in (1, 2) for m in (1, 4)])
-write("bench-serial.csv", [row("serial", "own-gemm", 1, 1, 0.6), row("pytorch", "torch-1.13.0a0", 1, 1, 1.5)])
+# 5 bench rounds (serial, then PyTorch): MLPerf's rule drops each one's fastest and slowest run:
+# serial 0.600 s (0.580-0.620 s), PyTorch 1.50 s (1.40-1.60 s); the per-round ratios 0.40, 0.44,
+# 0.36, 0.35, 0.50 keep 0.36-0.44 around the ratio of the two, 0.40
+write("bench-serial.csv", [r for es, et in ((0.60, 1.5), (0.62, 1.4), (0.58, 1.6), (0.70, 2.0), (0.50, 1.0))
+                           for r in (row("serial", "own-gemm", 1, 1, es), row("pytorch", "torch-1.13.0a0", 1, 1, et))])
 EOF
 }
 make_fixture 0.4321 0.0200
@@ -82,6 +88,22 @@ sys.stdout.buffer.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBB
 
 run_report() {   # OUT: runs report.py on the fixture into OUT; stderr in OUT.err
   "$PY" scripts/report.py --results "$D" --plots "$P" --out "$1" >/dev/null 2>"$1.err"
+}
+# widest_table FILE: the most columns of any markdown table in FILE ('\|' inside a cell is not a border)
+widest_table() { LC_ALL=C awk '/^\|/ { l = $0; gsub(/\\\|/, "", l); n = gsub(/\|/, "", l) - 1; if (n > m) m = n } END { print m + 0 }' "$1"; }
+# bad_links FILE: every link or image target in FILE that is absolute or does not resolve from FILE's directory
+bad_links() {
+  grep -o '](\([^)]*\))' "$1" | sed 's/^](//; s/)$//' | while read -r l; do
+    case $l in http://*|https://*) continue ;; /*) echo "$l (absolute)"; continue ;; esac
+    [ -e "$(dirname "$1")/$l" ] || echo "$l"
+  done
+}
+# tables_ok NAME FILE: no table wider than 7 columns, every linked file there
+tables_ok() {
+  local w; w=$(widest_table "$2")
+  check "$1: no table wider than 7 columns" "widest: $w columns: $(grep '^|' "$2" | awk -F'|' 'NF > 9' | head -n 2)" [ "$w" -le 7 ]
+  check "$1: every link and image resolves relative to REPORT.md, none absolute" "$(bad_links "$2" | head -n 3)" \
+    [ -z "$(bad_links "$2")" ]
 }
 R=$D/REPORT.md
 run_report "$R"; rc=$?
@@ -102,26 +124,41 @@ check "no unexpected top-level heading" "found '$order'" [ -z "$order" ]
 
 # known numbers in the right tables
 row=$(grep -F '| 512 | Naive + MPI |' "$R")
-check "seed 000 Table 1: the mpi P=2 epoch (0.4321 s) in the Naive + MPI row" "row: $row" grep -qF '0.432 s' <<<"$row"
-check "seed 000 Table 1: its comm_seconds (0.0200 s) in the same row" "row: $row" grep -qF '| 0.020 s |' <<<"$row"
-check "seed 000 Table 1: the report's 2.93 s and 0.37 s beside ours" "row: $row" grep -qF '| 2.93 s | 0.370 s |' <<<"$row"
-row=$(grep -E '^\| 8 \| passive \|' "$R")
-check "Figure 6 table: T = 8 row with OMP_WAIT_POLICY passive and 0.900 s" "row: $row" grep -qF '0.900 s (0.78×)' <<<"$row"
+check "seed 000 Table 1: the mpi P=2 epoch (0.4321 s) in the Naive + MPI row" "row: $row" grep -qF '| 0.432 s |' <<<"$row"
+check "seed 000 Table 1: the report's 2.93 s and 0.37 s in one seed cell beside ours" "row: $row" \
+  grep -qF '| 2.93 s / 0.370 s |' <<<"$row"
+T1=$D/report-tables/seed000-table1.csv
+row=$(grep -F 'Naive + MPI' "$T1" 2>/dev/null)
+check "seed 000 Table 1: its comm_seconds (0.0200 s) in the all-columns CSV" "row: $row" grep -qF ',0.020 s,' <<<"$row"
+check "seed 000 Table 1: the report links that CSV relative to REPORT.md" "$(grep -F seed000-table1 "$R")" \
+  grep -qxF 'all columns: [report-tables/seed000-table1.csv](report-tables/seed000-table1.csv)' "$R"
+row=$(grep -E '^\| 8 \|' "$R" | head -n 1)
+check "Figure 6 table: T = 8 row with 0.900 s, 0.78× serial" "row: $row" grep -qF '0.900 s, 0.78×' <<<"$row"
+row=$(grep -E '^8,' "$D/report-tables/seed000-figure6.csv" 2>/dev/null; grep -E '^\| 8 \|' "$R" | head -n 1)
+check "Figure 6: T = 8 ran with OMP_WAIT_POLICY passive (in the table or its CSV)" "row: $row" grep -qE '(^8,|\| )passive' <<<"$row"
 if [ "$modes" != loop ]; then
-  want="| threads | OMP_WAIT_POLICY | $(variant_table openmp/openmp | cut -f2 | paste -sd'|' | sed 's/|/ | /g') | runs |"
+  want=$(variant_table openmp/openmp | cut -f2 | paste -sd,)
+  got=$(grep -F '| threads |' "$R" | grep -o -- '--accum [a-z-]*' | paste -sd,)
   check "Figure 6 table: one column per --accum mode, in openmp/openmp --list-variants order" \
-    "want '$want', got '$(grep -F '| threads | OMP_WAIT_POLICY |' "$R")'" grep -qxF "$want" "$R"
+    "want '$want', got '$got'" [ "$want" = "$got" ]
 else
   skip "Figure 6 table: mode order" "openmp/openmp does not list its variants (make all)"
 fi
 row=$(grep -E '^\| allreduce \| 2 \|' "$R" | head -n 1)
 check "strong scaling: allreduce P = 2 speedup 0.8 / 0.44 = 1.82×" "row: $row" grep -qF '1.82×' <<<"$row"
+check "spread, 3 runs: the median with the min–max (0.440 s (0.400–0.500 s)); a sweep's speedup has no range" \
+  "row: $row" grep -qF '| 0.440 s (0.400–0.500 s) | 1.82× |' <<<"$row"
 row=$(grep -E '^\| 2 \| 4 \|' "$R")
 check "pipeline: P = 2, M = 4 measured bubble 40% beside theory 20%" "row: $row" grep -qE '\| 40% \| 20% \|' <<<"$row"
 row=$(grep -F 'serial-own-gemm' "$R" | grep -F 'hyperfine-serial.json')
 check "hyperfine table: mean ± sd, min, runs" "row: $row" grep -qF '| 3 | 1.23 s ± 0.046 s | 1.19 s |' <<<"$row"
 row=$(grep -F '| MLP | 64 | serial --gemm own |' "$R")
 check "PyTorch section: serial 0.6 s vs PyTorch 1.5 s = 0.40×" "row: $row" grep -qF '0.40×' <<<"$row"
+check "spread, 5 runs: MLPerf's rule (mean of the 3 kept, their range) for both, the per-round ratios' kept range" \
+  "row: $row" grep -qF '| 0.600 s (0.580–0.620 s) | 1.50 s (1.40–1.60 s) (1 thread) | 0.40× (0.36–0.44×) |' <<<"$row"
+check "the timing section says the rule once, with how many configurations follow it" \
+  "$(grep -F 'Repeated runs' "$R")" \
+  grep -qF "2 configurations had at least 5 runs (MLPerf's rule)" "$R"
 check "figure embedded with a path relative to REPORT.md" "$(grep -F 'openmp-threads' "$R")" \
   grep -qF '](../plots/openmp-threads.png)' "$R"
 
@@ -135,6 +172,13 @@ check "no image link to a missing PNG" "$(grep -F '![' "$R" | grep -v openmp-thr
 bt='`'
 check "Skipped section lists skipped.txt's lines" "$(sed -n '/^## Skipped/,/^## /p' "$R")" \
   grep -qF -- "- ${bt}cuda${bt}: no GPU (nvidia-smi missing)" "$R"
+tables_ok "fixture" "$R"
+check "fixture: wide tables linked their CSVs (>= 5 'all columns:' lines)" "$(grep -c '^all columns: ' "$R")" \
+  [ "$(grep -c '^all columns: \[report-tables/' "$R")" -ge 5 ]
+# shellcheck disable=SC2317  # called through check
+not_results() { for f in "$D"/*.csv; do [ "$(head -c 7 "$f")" = run_id, ] || echo "$f"; done; }
+check "fixture: the table CSVs are not among the result CSVs (every DIR/*.csv is one)" "$(not_results)" \
+  [ -z "$(not_results)" ]
 n=$(grep -c '^\*\*What this shows:\*\* ' "$R")
 check "a 'What this shows' paragraph in the sections with numbers (>= 6, got $n)" "$n" [ "$n" -ge 6 ]
 
@@ -180,6 +224,7 @@ check "empty results dir: exit 0" "exit status $rc: $(tail -n 3 "$E/err")" [ $rc
 check "empty results dir: all 11 headings" "$(grep -c '^#' "$E/REPORT.md")" \
   bash -c "[ \$(grep -cE '^(# partrain report|## (Machine|Seed report 00[0-4]|Scaling|What else would you use|Skipped|Which timing is which))$' '$E/REPORT.md') = 11 ]"
 check "empty results dir: no traceback" "$(head -n 5 "$E/err")" bash -c "! grep -q Traceback '$E/err'"
+tables_ok "empty results dir" "$E/REPORT.md"
 check "empty results dir: says skipped.txt is missing rather than 'nothing was skipped'" "$(sed -n '/^## Skipped/,/^## /p' "$E/REPORT.md")" \
   bash -c "grep -qF 'skipped.txt\` is missing' '$E/REPORT.md' && ! grep -qx 'nothing was skipped' '$E/REPORT.md'"
 : >"$E/skipped.txt"
@@ -187,4 +232,7 @@ check "empty results dir: says skipped.txt is missing rather than 'nothing was s
 check "empty skipped.txt: 'nothing was skipped'" "$(sed -n '/^## Skipped/,/^## /p' "$E/REPORT.md")" grep -qx 'nothing was skipped' "$E/REPORT.md"
 "$PY" scripts/report.py --bogus >/dev/null 2>&1; rc=$?
 check "usage error: exit 2" "exit status $rc" [ $rc = 2 ]
+"$PY" scripts/report.py --results "$D" --plots "$P" --out "$D/skipped.txt/REPORT.md" >/dev/null 2>"$TMP/err"; rc=$?
+check "a report that cannot be written: exit 2, one line on stderr naming it" "exit $rc: $(cat "$TMP/err")" \
+  eval '[ $rc = 2 ] && [ "$(wc -l <"$TMP/err")" = 1 ] && grep -qF "$D/skipped.txt/REPORT.md" "$TMP/err"'
 finish

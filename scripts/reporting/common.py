@@ -1,8 +1,10 @@
 """
 scripts/reporting/common.py — what every section of REPORT.md uses: number formatting,
-markdown tables, one configuration's medians (Agg; runs: its runs cell, with the count of
-disturbed runs), the inputs of a results directory
-(Inputs: CSVs by column name, skipped.txt's reasons, figures) and the document (Doc).
+the spread of repeated runs (spread, speedup: one rule for every cell), markdown tables of
+at most MAX_COLUMNS columns (the rest in a CSV beside the report, linked), one
+configuration's runs (Agg; runs: its runs cell, with the count of disturbed runs), the
+inputs of a results directory (Inputs: CSVs by column name, bench rounds, skipped.txt's
+reasons, figures) and the document (Doc).
 """
 
 import csv
@@ -107,6 +109,83 @@ def pol(p):
     return p if p else "unset"
 
 
+# ---------------------------------------------------------------- spread over runs
+# One rule for every cell that summarises repeated runs (timings.py says it once in the
+# report): fewer than MLPERF_RUNS runs, the median with the min–max of all runs; at least
+# MLPERF_RUNS, MLPerf's rule: drop the fastest and the slowest run, the mean of the rest,
+# with the range of the runs kept.
+
+MLPERF_RUNS = 5
+
+
+def kept(values):
+    """the runs a cell summarises, sorted: all of them, or without the fastest and the
+    slowest when there are at least MLPERF_RUNS"""
+    vals = sorted(v for v in values if v is not None)
+    return vals[1:-1] if len(vals) >= MLPERF_RUNS else vals
+
+
+def center(values):
+    """the central value of repeated runs by the rule above (None when there are none)"""
+    vals = [v for v in values if v is not None]
+    k = kept(vals)
+    if not k:
+        return None
+    return sum(k) / len(k) if len(vals) >= MLPERF_RUNS else med(k)
+
+
+UNIT_SUFFIXES = (" s", "×", "%")
+
+
+def _bare(cell):
+    """a formatted number without its unit, for the low end of a range"""
+    for u in UNIT_SUFFIXES:
+        if cell.endswith(u):
+            return cell[:-len(u)]
+    return cell
+
+
+def spread(values, unit=None, mid=None):
+    """a cell: the central value by the rule above and, when the runs differ, the range
+    of the runs kept: "0.432 s (0.410–0.450 s)"; UNIT formats one number (default
+    seconds); MID replaces the central value (a speedup: the ratio of two centres)"""
+    unit = unit or s
+    k = kept(values)
+    c = center(values) if mid is None else mid
+    if c is None:
+        return "–"
+    if len(k) < 2 or unit(k[0]) == unit(k[-1]):
+        return unit(c)
+    return f"{unit(c)} ({_bare(unit(k[0]))}–{unit(k[-1])})"
+
+
+def speedup(base, a):
+    """a speedup cell, BASE's epoch over A's: the ratio of their central values, and the
+    range of the per-round ratios where both were measured in the same bench rounds
+    (Inputs marks the rounds of bench-*.csv: every serial row of a batch starts one)"""
+    if not base or not a:
+        return x(None)
+    return spread(round_ratios(base, a), x, mid=ratio(base.epoch, a.epoch))
+
+
+def round_ratios(base, a):
+    """BASE's epoch / A's within each bench round both have ([] when they share none)"""
+    def by_round(agg_):
+        out = {}
+        for r in agg_.rows:
+            if r.get("_round") is not None and num(r.get("epoch_seconds_median")):
+                out.setdefault((r.get("_file"), r.get("batch"), r["_round"]), []).append(
+                    num(r["epoch_seconds_median"]))
+        return out
+    b, t = by_round(base), by_round(a)
+    return [med(b[k]) / med(t[k]) for k in sorted(b.keys() & t.keys(), key=str)]
+
+
+# ---------------------------------------------------------------- tables
+
+MAX_COLUMNS = 7   # a table wider than this shows MAX_COLUMNS chosen ones; all go to a CSV
+
+
 def table(header, rows):
     """markdown table; cells are strings; columns after the first two right-aligned"""
     out = ["| " + " | ".join(header) + " |",
@@ -145,7 +224,7 @@ class Agg:
         for attr, col in (("epoch", "epoch_seconds_median"), ("total", "total_seconds"), ("comm", "comm_seconds"),
                           ("sync", "sync_seconds"), ("gflops", "gflops"), ("acc", "test_accuracy"),
                           ("loss", "final_train_loss")):
-            setattr(self, attr, partrain.col_median(rows, col))
+            setattr(self, attr, center(self.values(col)))
         self.policy = ",".join(sorted({pol(r.get("omp_wait_policy", "")) for r in rows}))
         r0 = rows[0]
         self.program, self.variant = r0.get("program", ""), r0.get("variant", "")
@@ -153,6 +232,14 @@ class Agg:
         self.batch, self.train_n = r0.get("batch", ""), r0.get("train_n", "")
         self.epochs, self.image = r0.get("epochs", ""), r0.get("image_size", "")
         self.dataset = r0.get("dataset", "")
+
+    def values(self, col):
+        """the runs' numbers in column COL"""
+        return [num(r.get(col)) for r in self.rows]
+
+    def cell(self, col="epoch_seconds_median", unit=None):
+        """COL over the runs as a spread cell (central value and range)"""
+        return spread(self.values(col), unit)
 
     @property
     def comm_share(self):
@@ -236,6 +323,12 @@ def serial_of(rows, batch=None):
 # ---------------------------------------------------------------- the inputs
 
 
+def split_md_row(line):
+    """the cells of one markdown table row ('\\|' inside a cell is a '|' of the cell)"""
+    cells = re.split(r"(?<!\\)\|", line.strip())
+    return [c.strip().replace("\\|", "|") for c in cells[1:-1]]
+
+
 def read_skipped(path):
     """skipped.txt's (step, reason) lines"""
     out = []
@@ -255,6 +348,19 @@ def norm(t):
     return re.sub(r"[^a-z0-9]+", "_", t.lower()).strip("_")
 
 
+def mark_rounds(rows):
+    """'_round' of each row of a bench CSV: rows are appended in run order and every
+    serial row of a batch starts a round (scripts/lib.sh's bench loop runs serial, then
+    each configuration, once per round), so serial and a configuration with the same
+    (batch, round) ran back to back"""
+    current = {}
+    for r in rows:
+        b = r.get("batch")
+        if r.get("program") == "serial":
+            current[b] = current.get(b, -1) + 1
+        r["_round"] = current.get(b)
+
+
 class Inputs:
     """one results directory: its CSVs (by name), skipped.txt, tables and figures"""
 
@@ -266,6 +372,7 @@ class Inputs:
         self.cores, self.nodes, self.slots = self.machine["cores"], self.machine["nodes"], self.machine["slots"]
         self.missing_seen = []
         self.bad_inputs = 0   # files and rows left out (one line each on stderr): exit 2
+        self.tables_written = []   # DIR/report-tables/*.csv this report wrote
         self._csv = {}
         self.skipped_file = os.path.join(results, "skipped.txt")
         self.have_skipped = os.path.isfile(self.skipped_file)
@@ -285,6 +392,8 @@ class Inputs:
                             if r.get("program") and self.finite_row(p, r)]
                     for r in rows:
                         r["_file"] = name
+                    if name.startswith("bench-"):
+                        mark_rounds(rows)
                 except (partrain.CSVError, csv.Error) as e:
                     print(f"{PROG}: {e}" if str(e).startswith(p) else f"{PROG}: {p}: {e}", file=sys.stderr)
                     self.bad_inputs += 1
@@ -359,6 +468,32 @@ class Inputs:
                 return f"![{caption}]({rel})"
         return self.missing(name, where=self.plots)
 
+    TABLES = "report-tables"   # DIR's subdirectory of table CSVs: DIR/*.csv are result CSVs to every reader
+
+    def write_table(self, name, header, rows):
+        """every column of a table as DIR/report-tables/NAME.csv (written whole, then renamed
+        into place); the line that links it relative to the report, or says why there is none"""
+        fname = f"{name}.csv"
+        where = os.path.join(self.dir, self.TABLES)
+        path = os.path.join(where, fname)
+        try:
+            if not os.path.isdir(self.dir):
+                raise FileNotFoundError(2, "the results directory does not exist")
+            os.makedirs(where, exist_ok=True)
+            tmp = path + ".tmp"
+            with open(tmp, "w", newline="") as f:
+                w = csv.writer(f, lineterminator="\n")
+                w.writerow(header)
+                w.writerows(rows)
+            os.replace(tmp, path)
+        except OSError as e:
+            print(f"{PROG}: {path}: {e.strerror}", file=sys.stderr)
+            self.bad_inputs += 1
+            return f"(all columns: not written, {path}: {e.strerror})"
+        self.tables_written.append(path)
+        rel = os.path.relpath(os.path.abspath(path), os.path.dirname(os.path.abspath(self.out)))
+        return f"all columns: [{self.TABLES}/{fname}]({rel})"
+
     def text(self, name):
         try:
             with open(self.path(name), errors="replace") as f:
@@ -384,8 +519,41 @@ class Doc:
     def para(self, text):
         self.lines += [text, ""]
 
-    def table(self, header, rows):
-        self.add(*table(header, rows), "")
+    def table(self, header, rows, name=None, keep=None):
+        """a markdown table of at most MAX_COLUMNS columns. When HEADER is wider (or KEEP is
+        given), the columns named in KEEP (else the first MAX_COLUMNS) are shown and every
+        column goes to DIR/report-tables/NAME.csv, linked below the table relative to the report"""
+        keep = list(keep or header[:MAX_COLUMNS]) if keep or len(header) > MAX_COLUMNS else list(header)
+        idx = [header.index(k) for k in keep][:MAX_COLUMNS]
+        self.add(*table([header[j] for j in idx], [[r[j] for j in idx] for r in rows]), "")
+        if len(idx) < len(header):
+            self.para(self.i.write_table(name or "table", header, rows))
+
+    def embed(self, lines, name, drop=()):
+        """markdown LINES (a generated table file) into the report; a table in them wider
+        than MAX_COLUMNS loses the columns named in DROP (then the last ones) to
+        DIR/report-tables/NAME.csv, linked"""
+        out, k = [], 0
+        while k < len(lines):
+            if not (lines[k].startswith("|") and k + 1 < len(lines) and re.match(r"^\|[-:| ]+\|$", lines[k + 1])):
+                out.append(lines[k])
+                k += 1
+                continue
+            block = [lines[k]]
+            j = k + 2
+            while j < len(lines) and lines[j].startswith("|"):
+                block.append(lines[j])
+                j += 1
+            header, *body = [split_md_row(ln) for ln in block]
+            if len(header) <= MAX_COLUMNS:
+                out += lines[k:j]
+            else:
+                keep = [h for h in header if h not in drop][:MAX_COLUMNS]
+                idx = [header.index(h) for h in keep]
+                out += table(keep, [[r[i] if i < len(r) else "" for i in idx] for r in body])
+                out += ["", self.i.write_table(name, header, body)]
+            k = j
+        self.add(*out, "")
 
     def shows(self, sentences):
         sentences = [t for t in sentences if t]

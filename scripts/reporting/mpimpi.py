@@ -6,12 +6,12 @@ per-thread gradient buffers (--accum reduction; all three train the same bits), 
 against ranks that copy the gradient (--sync allreduce), from bench/mpi-bench.sh's rows
 (bench-mpi.csv).
 
-Speedups are medians over the rounds of serial's epoch over the configuration's within
-the same round (a round: bench/mpi-bench.sh's k-th pass; every serial row of a batch
-starts one), as the bench's own table computes them.
+Speedups are the ratio of serial's epoch to the configuration's (central values over the
+runs, reporting/common.py's rule), with the range of the ratios within one round (a round:
+bench/mpi-bench.sh's k-th pass; every serial row of a batch starts one).
 """
 
-from reporting.common import by_number, latest_config, med, num, x
+from reporting.common import agg, by_number, latest_config, num, ratio, serial_of, speedup, x
 
 CONFIGS = (("mpi", "allreduce", "mpi --sync allreduce"), ("mpi", "shm", "mpi/shm"),
            ("openmp", "owner", "openmp --accum owner"), ("openmp", "reduction", "openmp --accum reduction"))
@@ -21,17 +21,10 @@ def workers(r):
     return int(num(r["threads"]) if r["program"] == "openmp" else num(r["ranks"]))
 
 
-def rounds(rows, batch, w):
-    """[{(program, variant): epoch seconds}] per round of one batch, the configurations at w workers"""
-    out = []
-    for r in rows:
-        if r["batch"] != batch:
-            continue
-        if r["program"] == "serial":
-            out.append({("serial", ""): num(r["epoch_seconds_median"])})
-        elif out and workers(r) == w and (r["program"], r["variant"]) in {(p, v) for p, v, _ in CONFIGS}:
-            out[-1][(r["program"], r["variant"])] = num(r["epoch_seconds_median"])
-    return out
+def at(rows, b, program, variant, w):
+    """the runs of one configuration with W workers at batch B"""
+    return agg(rows, "bench-mpi.csv", program=program, variant=variant, batch=b,
+               **({"threads": w} if program == "openmp" else {"ranks": w}))
 
 
 def mpimpi(d):
@@ -49,16 +42,17 @@ def mpimpi(d):
     w = max(workers(r) for r in omp)
     body, speed = [], {}
     for b in by_number({r["batch"] for r in rows}):
-        rs = rounds(rows, b, w)
+        ser = serial_of(rows, b)
         cells = []
         for p, v, _ in CONFIGS:
-            ratios = [rd[("serial", "")] / rd[(p, v)] for rd in rs if rd.get((p, v)) and rd.get(("serial", ""))]
-            speed[(b, v)] = med(ratios) if ratios else None
-            cells.append(x(speed[(b, v)]) if ratios else "–")
-        body.append([b] + cells + [str(len(rs))])
+            a = at(rows, b, p, v, w)
+            speed[(b, v)] = ratio(ser.epoch, a.epoch) if ser and a else None
+            cells.append(speedup(ser, a) if ser and a else "–")
+        body.append([b] + cells + [str(ser.n if ser else 0)])
     d.table(["batch"] + [f"{name}, {w} {'threads' if p == 'openmp' else 'ranks'}" for p, _, name in CONFIGS]
             + ["rounds"], body)
-    d.para(f"Speedup over serial/serial: median over the rounds of the same-round ratio (bench/mpi-bench.sh, "
+    d.para(f"Speedup over serial/serial: the ratio of the epochs over the runs, with the range of the same-round "
+           f"ratios (bench/mpi-bench.sh, "
            f"{rows[0].get('train_n')} {rows[0].get('dataset')} samples, {rows[0].get('epochs')} epochs per run). "
            "`mpi/shm` keeps one copy of the model per node in an MPI-3 window, with every rank's activations and "
            "deltas: between two node barriers each rank forms its slice of the parameters' gradient sums from every "

@@ -3,7 +3,8 @@ scripts/reporting/pytorch.py — "What else would you use": partrain's trainers 
 same network in PyTorch, measured in the same benchmark invocations.
 """
 
-from reporting.common import agg, best, by_number, label, latest_config, plural, pol, ratio, runs, s, select, x
+from reporting.common import (agg, best, by_number, label, latest_config, plural, pol, ratio, runs, s, select, speedup,
+                              x)
 
 
 def pytorch(d):
@@ -11,7 +12,7 @@ def pytorch(d):
     d.add("## What else would you use", "")
     d.para("PyTorch 1.13 (CPU, `bench/torch_mlp.py`) trains the same network on the same data, batch and "
            "thread count in the same benchmark invocation; ratio = partrain's epoch / PyTorch's (below 1: "
-           "partrain is faster).")
+           "partrain is faster), with the range of the ratios within one benchmark round.")
     body, sent = [], []
     for name, what in (("bench-serial.csv", "MLP"), ("bench-openmp.csv", "MLP"), ("bench-cnn.csv", "CNN")):
         rows = latest_config(i.rows(name))
@@ -22,7 +23,9 @@ def pytorch(d):
             batch_rows(rows, name, what, b, body, sent)
     if body:
         d.table(["model", "batch", "program", "epoch", "PyTorch, same threads", "ratio (same threads)",
-                 "ratio to PyTorch's best", "OMP_WAIT_POLICY", "runs (ours/torch)", "source"], body)
+                 "ratio to PyTorch's best", "OMP_WAIT_POLICY", "runs (ours/torch)", "source"], body, "pytorch",
+                keep=["model", "batch", "program", "epoch", "PyTorch, same threads", "ratio (same threads)",
+                      "runs (ours/torch)"])
     d.shows(sent)
 
 
@@ -41,13 +44,13 @@ def batch_rows(rows, name, what, b, body, sent):
     for a in [a for a in ours if a]:
         workers = a.ranks * a.threads
         same = tor.get(workers) or tor.get(min(tor, key=lambda t: abs(t - workers)))
-        body.append([what, b, label(a), s(a.epoch),
-                     f"{s(same.epoch)} ({plural(same.threads, 'thread')})", x(ratio(a.epoch, same.epoch)),
-                     x(ratio(a.epoch, tbest.epoch)), pol(a.policy) if workers > 1 else "–",
+        body.append([what, b, label(a), a.cell(),
+                     f"{same.cell()} ({plural(same.threads, 'thread')})", speedup(a, same),
+                     speedup(a, tbest), pol(a.policy) if workers > 1 else "–",
                      runs(a, same), name])
     for t in sorted(tor):
-        body.append([what, b, label(tor[t]), s(tor[t].epoch), "–", "1.00×",
-                     x(ratio(tor[t].epoch, tbest.epoch)), pol(tor[t].policy) if t > 1 else "–",
+        body.append([what, b, label(tor[t]), tor[t].cell(), "–", "1.00×",
+                     speedup(tor[t], tbest), pol(tor[t].policy) if t > 1 else "–",
                      runs(tor[t]), name])
     fastest = best([a for a in ours if a])
     if fastest:

@@ -5,7 +5,8 @@ scripts/reporting/scaling.py — the Scaling section: mpi/mpi's strong and weak 
 
 import re
 
-from reporting.common import agg, best, latest_config, pct, pol, ratio, runs, s, select, serial_of, syncs_of, x
+from reporting.common import (agg, best, latest_config, pct, pol, ratio, runs, s, select, serial_of, speedup, syncs_of,
+                              x)
 
 
 def scaling(d):
@@ -40,13 +41,13 @@ def strong(d):
         for p in sorted({int(r["ranks"]) for r in select(rows, program="mpi", variant=v)}):
             a = agg(rows, program="mpi", variant=v, ranks=p)
             sp[(v, p)] = (ratio(ser.epoch, a.epoch) if ser else None, a)
-            body.append([v, str(p), s(a.epoch), x(sp[(v, p)][0]), s(a.comm), pct(a.comm_share),
+            body.append([v, str(p), a.cell(), speedup(ser, a), a.cell("comm_seconds"), pct(a.comm_share),
                          oversub(p, cores, a.policy), runs(a)])
-    d.table(["--sync", "ranks", "epoch", "speedup vs serial", "in MPI calls", "comm share", "OMP_WAIT_POLICY", "runs"],
-            body)
+    head = ["--sync", "ranks", "epoch", "speedup vs serial", "in MPI calls", "comm share", "OMP_WAIT_POLICY", "runs"]
+    d.table(head, body, "scaling-strong", keep=[h for h in head if h != "OMP_WAIT_POLICY"])
     r0 = rows[0]
     d.para(f"{r0.get('train_n')} {r0.get('dataset')} samples, global batch {r0.get('batch')}, "
-           f"{r0.get('epochs')} epochs per run; serial/serial {s(ser.epoch) if ser else '–'} per epoch. "
+           f"{r0.get('epochs')} epochs per run; serial/serial {ser.cell() if ser else '–'} per epoch. "
            f"Ranks above the {cores} cores run oversubscribed with `mpi_yield_when_idle` (no OpenMP in "
            "these runs, so OMP_WAIT_POLICY does not apply).")
     if not sp:
@@ -119,11 +120,12 @@ def weak(d):
             a = agg(rows, program="mpi", variant=v, ranks=p)
             e = ratio(t1.epoch, a.epoch) if t1 else None
             eff[(v, p)] = (e, a)
-            body.append([v, str(p), a.train_n, a.batch, s(a.epoch), pct(100 * e if e else None),
-                         s(a.comm), pct(a.comm_share), oversub(p, cores, a.policy), runs(a)])
+            body.append([v, str(p), a.train_n, a.batch, a.cell(), pct(100 * e if e else None),
+                         a.cell("comm_seconds"), pct(a.comm_share), oversub(p, cores, a.policy), runs(a)])
     d.table(["--sync", "ranks", "samples", "global batch", "epoch", "efficiency", "in MPI calls", "comm share",
-             "OMP_WAIT_POLICY", "runs"], body)
-    d.para(f"Efficiency = the fastest 1-rank epoch ({s(t1.epoch) if t1 else '–'}, every rank's share "
+             "OMP_WAIT_POLICY", "runs"], body, "scaling-weak",
+            keep=["--sync", "ranks", "samples", "epoch", "efficiency", "comm share", "runs"])
+    d.para(f"Efficiency = the fastest 1-rank epoch ({t1.cell() if t1 else '–'}, every rank's share "
            "of the work) / the epoch at P ranks: 100% means P ranks do P times the work in the same "
            "time.")
     inside = [(k, v) for k, v in eff.items() if 1 < k[1] <= cores and v[0]]
@@ -162,13 +164,15 @@ def pipeline(d):
             theo = (p - 1) / (M + p - 1)
             meas = a.sync / (p * a.epoch) if a.sync is not None and a.epoch else None
             base = agg(pipe, variant=v, ranks=1)
-            body.append([str(p), str(M), s(a.epoch), x(ratio(base.epoch, a.epoch) if base else None),
-                         pct(100 * meas if meas is not None else None), pct(100 * theo), s(a.comm),
+            body.append([str(p), str(M), a.cell(), speedup(base, a),
+                         pct(100 * meas if meas is not None else None), pct(100 * theo), a.cell("comm_seconds"),
                          oversub(p, cores, a.policy), runs(a)])
             if p > 1 and meas is not None and (worst is None or meas - theo > worst[0]):
                 worst = (meas - theo, p, M, meas, theo)
     d.table(["stages P", "micro-batches M", "epoch", "vs 1 stage", "measured bubble", "theory (P−1)/(M+P−1)",
-             "in MPI calls", "OMP_WAIT_POLICY", "runs"], body)
+             "in MPI calls", "OMP_WAIT_POLICY", "runs"], body, "scaling-pipeline",
+            keep=["stages P", "micro-batches M", "epoch", "vs 1 stage", "measured bubble", "theory (P−1)/(M+P−1)",
+                  "runs"])
     d.para("Measured bubble = idle seconds summed over the stages (`sync_seconds`) / (P × epoch); the "
            "theory assumes equally heavy stages.")
     return pipeline_sentences(pipe, worst)

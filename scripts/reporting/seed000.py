@@ -5,7 +5,7 @@ threads) and Figures 4-5 (loss and accuracy curves), each with ours beside it.
 """
 
 from reporting.common import (Agg, agg, best, dname, flags, g, latest_config, modes_of, num, pct, plural, pol,
-                              ratio, runs, s, select, serial_of, x)
+                              ratio, runs, s, select, serial_of, speedup, x)
 from seeds import SEED000, seed000_row
 
 S = SEED000
@@ -116,12 +116,12 @@ def table1_rows(b, f, T, P):
     body = []
     for key, name, rep_t, rep_c in S["table1"]:
         a, lab, ex = ours[key]
+        seed = f"{s(rep_t)} / {s(rep_c) if rep_c else 'N/A'}"
         if a is None:
-            body.append([str(b), name, s(rep_t), s(rep_c) if rep_c else "N/A", lab if "GPU" in lab
-                         else "not measured", "–", "–", "–", "–", "0", ""])
+            body.append([str(b), name, seed, lab if "GPU" in lab else "not measured", "–", "–", "–", "–", "0", ""])
             continue
-        mpi_cell = s(a.comm) if a.ranks > 1 else "N/A"
-        body.append([str(b), name, s(rep_t), s(rep_c) if rep_c else "N/A", lab, s(a.epoch), mpi_cell,
+        mpi_cell = a.cell("comm_seconds") if a.ranks > 1 else "N/A"
+        body.append([str(b), name, seed, lab, a.cell(), mpi_cell,
                      s(ex) if ex is not None else "N/A", pol(a.policy) if a.threads * a.ranks > 1 else "–",
                      runs(a), f"{a.src}, {dname(a.dataset)} {a.train_n}"])
     return body
@@ -151,8 +151,10 @@ def table1(d):
     for b in batches:
         facts[b] = measure(d, present, cuda_rows, b, T, P)
         body += table1_rows(b, facts[b], T, P)
-    d.table(["batch", "configuration (report)", "report: epoch", "report: MPI cost", "ours", "ours: epoch",
-             "ours: in MPI calls", "ours: MPI cost", "OMP_WAIT_POLICY", "runs", "source"], body)
+    d.table(["batch", "configuration (report)", "seed: epoch / MPI cost", "ours", "ours: epoch",
+             "ours: in MPI calls", "ours: MPI cost", "OMP_WAIT_POLICY", "runs", "source"], body, "seed000-table1",
+            keep=["batch", "configuration (report)", "seed: epoch / MPI cost", "ours", "ours: epoch", "ours: MPI cost",
+                  "runs"])
     for n in BENCHES:
         if n not in present:
             d.add(f"- {i.missing(n)}")
@@ -277,16 +279,19 @@ def figure6(d):
                 pols.add(pol(a.policy))
                 ns.add(a.n)
                 dist, tot = dist + a.disturbed, tot + a.n
-                cells.append(f"{s(a.epoch)} ({x(ratio(ser.epoch, a.epoch) if ser else None)})")
+                cells.append(f"{a.cell()}, {speedup(ser, a)}")
             else:
                 cells.append("not run")
         body.append([str(t), ",".join(sorted(pols))] + cells
                     + [",".join(str(n) for n in sorted(ns)) + (f" ({dist} of {tot} disturbed)" if dist else "")])
-    d.table(["threads", "OMP_WAIT_POLICY"] + [f"{flags('openmp', m)}" for m in modes_of(rows)] + ["runs"], body)
+    head = ["threads", "OMP_WAIT_POLICY"] + [f"{flags('openmp', m)}" for m in modes_of(rows)] + ["runs"]
+    # the policy column gives way to the modes (it is in the CSV, and per figure in "Which timing is which")
+    d.table(head, body, "seed000-figure6", keep=None if len(head) <= 7 else
+            ["threads"] + head[2:-1][:5] + ["runs"])
     r0 = select(rows, program="openmp")[0] if select(rows, program="openmp") else {}
     rep_omp, rep_naive = seed000_row("omp")[0], seed000_row("naive")[0]
     peak = S["figure6_peak_threads"]
-    d.para(f"Epoch time (speedup over serial/serial {s(ser.epoch) if ser else '–'} in the same sweep), "
+    d.para(f"Epoch time, speedup over serial/serial ({ser.cell() if ser else '–'} in the same sweep), "
            f"{r0.get('train_n', '?')} samples ({dname(r0.get('dataset'))}), batch {b}, {d.cores} cores. The report "
            f"published this figure without numbers: time fell from 1 to {peak} threads (little from {S['threads']} "
            f"to {peak}) and rose above {peak}; its Table 1 gives {g(rep_omp)} at {S['threads']} threads against "
@@ -356,7 +361,7 @@ def curves(d):
         r = latest[k]
         accs = [num(v) for v in (r.get("test_acc_curve") or "").split(";") if num(v) is not None]
         bi = max(range(len(accs)), key=lambda j: accs[j]) if accs else None
-        body.append([r["dataset"], f"{r['program']} {r['variant']}", r["train_n"], r["epochs"], r["batch"],
+        body.append([r["dataset"], f"{r['program']} {r['variant']}", r["batch"], r["epochs"], r["train_n"],
                      f"{num(r['final_train_loss']):.4f}" if num(r.get("final_train_loss")) is not None else "–",
                      pct(num(r.get("test_accuracy")), 2),
                      f"{pct(accs[bi], 2)} (epoch {bi + 1})" if accs else "–"])
@@ -364,8 +369,9 @@ def curves(d):
             sent.append(f"{r['program']} reaches {pct(num(r['test_accuracy']), 2)} test accuracy on "
                         f"{r['dataset']} after {r['epochs']} epochs (best {pct(accs[bi], 2)} at epoch {bi + 1}"
                         f"{', still rising' if bi == len(accs) - 1 else ''}).")
-    d.table(["data", "program", "samples", "epochs", "batch", "final loss", "test accuracy", "best test accuracy"],
-            body)
+    d.table(["data", "program", "batch", "epochs", "samples", "final loss", "test accuracy", "best test accuracy"],
+            body, "seed000-curves", keep=["data", "program", "batch", "epochs", "final loss", "test accuracy",
+                                          "best test accuracy"])
     d.para(f"The report: {S['acc_baseline']}% for its unoptimized model on the whole MNIST set (baseline), "
            f"{S['acc_quarter']}% for one machine on a quarter of it and {S['acc_mpi']}% with MPI after "
            f"{S['epochs']} epochs — its MPI gain came from each machine seeing the other quarters' gradients, i.e. "

@@ -4,7 +4,8 @@ Models", a master's assignment): its Table 4 of expected speedups beside the spe
 measured by the hybrid grid and by the OpenMP and MPI sweeps.
 """
 
-from reporting.common import agg, best, flags, latest_config, modes_of, pol, ratio, runs, s, serial_of, syncs_of, x
+from reporting.common import (agg, best, flags, latest_config, modes_of, pol, ratio, runs, s, serial_of, speedup,
+                              syncs_of, x)
 from seeds import SEED001_EXPECTED as EXPECTED
 
 
@@ -22,7 +23,7 @@ def seed001(d):
         body = md.splitlines()
         if body and body[0].startswith("# "):
             body = body[1:]
-        d.add(*body, "")
+        d.embed(body, "seed001-table4")
     else:
         d.para(i.missing("hybrid-table4.md"))
     d.add(i.figure("hybrid-grid.png", "hybrid/hybrid: epoch time and speedup over P ranks × T threads"), "")
@@ -81,7 +82,7 @@ def sweep_rows(d, measured):
             what = f"{t} threads" if kind == "OpenMP" else f"{p} processes"
             policy = ("unset (no OpenMP; mpi_yield_when_idle)" if kind == "MPI" and p > cores else pol(b_.policy))
             extra.append([kind, what, expected(kind, p, t),
-                          f"{x(sp)} ({s(b_.epoch)}, {prog} {flags(prog, b_.variant)}, batch {b_.batch})",
+                          f"{speedup(ser, b_)} ({b_.cell()}, {prog} {flags(prog, b_.variant)}, batch {b_.batch})",
                           policy, runs(b_), name])
             if (kind, p, t) not in measured or sp > measured[(kind, p, t)][0]:
                 measured[(kind, p, t)] = (sp, f"{prog} {'T' if kind == 'OpenMP' else 'P'} = {t * p}", b_)

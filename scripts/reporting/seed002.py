@@ -8,7 +8,7 @@ import glob
 import os
 
 from reporting.common import (agg, best, flags, latest_config, num, pct, pol, ratio, runs, s, select, serial_of,
-                              syncs_of, x)
+                              speedup, syncs_of, x)
 from seeds import SEED002
 
 S = SEED002
@@ -58,15 +58,15 @@ def figure5(d):
         ser, omp, mpi = sizes[sz] = size_row(select(rows, image_size=sz))
         n = runs(ser, omp, mpi, sep=",")
         pols = ",".join(sorted({pol(a.policy) for a in (omp, mpi) if a})) or "–"
-        body.append([f"{sz}×{sz}", f"{sz * sz:,}", s(ser.epoch) if ser else "not run",
+        body.append([f"{sz}×{sz}", f"{sz * sz:,}", ser.cell() if ser else "not run",
                      f"{ser.gflops:.1f}" if ser and ser.gflops else "–",
-                     f"{s(omp.epoch)} ({x(ratio(ser.epoch, omp.epoch) if ser else None)}, T = {omp.threads})"
-                     if omp else "not run",
-                     f"{s(mpi.epoch)} ({x(ratio(ser.epoch, mpi.epoch) if ser else None)}, P = {mpi.ranks})"
-                     if mpi else "not run",
+                     f"{omp.cell()}, {speedup(ser, omp)}, T = {omp.threads}" if omp else "not run",
+                     f"{mpi.cell()}, {speedup(ser, mpi)}, P = {mpi.ranks}" if mpi else "not run",
                      pct(mpi.comm_share) if mpi else "–", pols, n])
-    d.table(["image", "inputs", "serial epoch", "serial GFLOP/s", "OpenMP epoch (speedup)", "MPI epoch (speedup)",
-             "MPI comm share", "OMP_WAIT_POLICY", "runs (serial,omp,mpi)"], body)
+    d.table(["image", "inputs", "serial epoch", "serial GFLOP/s", "OpenMP epoch, speedup", "MPI epoch, speedup",
+             "MPI comm share", "OMP_WAIT_POLICY", "runs (serial,omp,mpi)"], body, "seed002-figure5",
+            keep=["image", "inputs", "serial epoch", "OpenMP epoch, speedup", "MPI epoch, speedup", "MPI comm share",
+                  "runs (serial,omp,mpi)"])
     r0 = rows[0] if rows else {}
     side = S["sides"][1]
     d.para(f"Ours: {r0.get('dataset', '?')} {r0.get('train_n', '?')} samples resampled (bilinear) to each "
@@ -97,7 +97,7 @@ def figures6_8(d):
     for p in ranks:
         a = best_at(strong, p)
         if a:
-            body.append([str(p), flags("mpi", a.variant), s(a.epoch), x(ratio(ser.epoch, a.epoch) if ser else None),
+            body.append([str(p), flags("mpi", a.variant), a.cell(), speedup(ser, a),
                          pct(a.comm_share), "yes" if p > cores else "no", runs(a)])
     d.table(["ranks", "fastest variant", "epoch", "speedup vs serial", "comm share", "oversubscribed", "runs"], body)
     r0 = strong[0]

@@ -33,7 +33,7 @@ def seed003(d):
         lines = t.rstrip("\n").splitlines()
         if lines and lines[0].startswith("# "):
             lines[0] = "### " + re.sub(r"^# Seed report 003, ", "", lines[0])
-        d.add(*lines, "")
+        d.embed(lines, "seed003-" + n.replace("cnn-", "").replace(".md", ""), drop=("OMP_WAIT_POLICY", "cores used"))
     d.add("### Figures 1–2 — speedup vs cores", "")
     d.add(d.i.figure("cnn-speedup.png", "cnn/cnn: speedup vs cores, with seed report 003's"), "")
     d.shows(timing_sentences(d) + accuracy_sentences(d))

@@ -6,7 +6,7 @@ Models"): sequential vs parallel on the CPU, and the GPU against the CPU.
 import shutil
 
 from reporting.common import (agg, best, by_number, dname, flags, label, latest_config, modes_of, num, pol, ratio,
-                              runs, s, select, serial_of, syncs_of, x)
+                              runs, s, select, serial_of, speedup, syncs_of, x)
 from seeds import SEED004
 
 
@@ -59,11 +59,12 @@ def cpu(d):
             if ser and a:
                 sp = ratio(ser.epoch, a.epoch)
                 cands.append((sp, a, ser, b))
-                body.append([b, label(a), s(ser.epoch), s(a.epoch), x(sp), pol(a.policy), runs(ser, a), name])
+                body.append([b, label(a), ser.cell(), a.cell(), speedup(ser, a), pol(a.policy), runs(ser, a), name])
     body.sort(key=lambda r: int(num(r[0]) or 0))
     if body:
-        d.table(["batch", "parallel (best of its kind on all cores)", "sequential (serial)", "parallel",
-                 "speedup", "OMP_WAIT_POLICY", "runs (serial/parallel)", "source"], body)
+        head = ["batch", "parallel (best of its kind on all cores)", "sequential (serial)", "parallel",
+                "speedup", "OMP_WAIT_POLICY", "runs (serial/parallel)", "source"]
+        d.table(head, body, "seed004-cpu", keep=[h for h in head if h != "OMP_WAIT_POLICY"])
     if not cands:
         return []
     rep = SEED004["cpu_speedup"]
@@ -89,8 +90,9 @@ def gpu(d, gpu_rows):
                 for p in sorted({r["ranks"] for r in select(rows, program="cuda", batch=b, variant=v)}):
                     a = agg(rows, f, program="cuda", variant=v, ranks=p, batch=b)
                     sp = ratio(ser.epoch, a.epoch) if ser else None
-                    body.append([b, f"cuda {flags('cuda', v)}" + (f", P = {p}" if p != "1" else ""), s(a.epoch),
-                                 s(ser.epoch) if ser else "–", x(sp), runs(a), f"{f}, {dname(a.dataset)} {a.train_n}"])
+                    body.append([b, f"cuda {flags('cuda', v)}" + (f", P = {p}" if p != "1" else ""), a.cell(),
+                                 ser.cell() if ser else "–", speedup(ser, a), runs(a),
+                                 f"{f}, {dname(a.dataset)} {a.train_n}"])
                     if p == "1" and sp is not None:
                         cands.append((sp, a, ser))
     d.add("### The GPU", "")

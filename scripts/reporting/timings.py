@@ -1,14 +1,16 @@
 """
 scripts/reporting/timings.py — "Which timing is which": the three clocks of the report
-(per-epoch median, total_seconds, hyperfine), hyperfine's whole-process timings, and the
-OMP_WAIT_POLICY behind every figure and table.
+(per-epoch median, total_seconds, hyperfine), the rule every cell over repeated runs follows
+(reporting/common.py's spread) and how many configurations follow each, where the columns
+of wide tables went, hyperfine's whole-process timings, and the OMP_WAIT_POLICY behind
+every figure and table.
 """
 
 import glob
 import json
 import os
 
-from reporting.common import HYPERFINE, med, num, pct, pol, s
+from reporting.common import HYPERFINE, MAX_COLUMNS, MLPERF_RUNS, med, num, pct, plural, pol, s
 
 # figure or table -> the CSV it is drawn from
 USES = [("openmp-threads.png / Figure 6", "openmp.csv"), ("OpenMP benchmark, seeds 000/004", "bench-openmp.csv"),
@@ -29,6 +31,17 @@ def timings(d):
            "included (seed report 003's Table 4 uses it, like the report's \"total training time\"). "
            "**hyperfine**: the whole process from the outside — start-up, `mpirun`, reading and decompressing "
            "the data, training, evaluation — mean ± standard deviation over its runs after warm-up.")
+    d.para(f"**Repeated runs.** A cell over n runs of one configuration follows one rule: n < {MLPERF_RUNS}, the "
+           f"median, with the min–max of the n runs in parentheses; n ≥ {MLPERF_RUNS}, MLPerf's: the fastest and the "
+           "slowest run dropped, the mean of the other n − 2, with the range of those kept. The table's runs (or "
+           "rounds) column gives n. A speedup or ratio is the ratio of the two central values; its range is that of "
+           "the per-round ratios where both configurations were measured in the same benchmark rounds "
+           "(bench-*.csv: every serial row of a batch starts a round, the configurations after it ran in it), and "
+           "there is none for the sweeps (openmp.csv, mpi-*.csv, hybrid-grid.csv, imagesize.csv), which measure "
+           f"serial once. {run_counts(i.all_rows())}")
+    d.para(f"A table wider than {MAX_COLUMNS} columns shows the {MAX_COLUMNS} that answer its section's question; "
+           "the line \"all columns:\" under it links the CSV with every column (report-tables/ of the results "
+           "directory).")
     files = sorted(glob.glob(os.path.join(i.dir, "hyperfine-*.json")))
     have = {os.path.basename(p) for p in files}
     gone = [f"hyperfine-{t}.json" for t in HYPERFINE if f"hyperfine-{t}.json" not in have]
@@ -38,6 +51,25 @@ def timings(d):
     sent += overhead(i.all_rows())
     sent += wait_policy(d)
     d.shows(sent)
+
+
+CONFIG_KEYS = ("_file", "program", "variant", "ranks", "threads", "batch", "dataset", "train_n", "hidden", "epochs",
+               "image_size")
+
+
+def run_counts(rows):
+    """the sentence: how many configurations of this run's CSVs follow each rule"""
+    n = {}
+    for r in rows:
+        k = tuple(r.get(c) for c in CONFIG_KEYS)
+        n[k] = n.get(k, 0) + 1
+    if not n:
+        return ""
+    many = sum(1 for v in n.values() if v >= MLPERF_RUNS)
+    few = sum(1 for v in n.values() if 1 < v < MLPERF_RUNS)
+    one = sum(1 for v in n.values() if v == 1)
+    return (f"In this run's CSVs, {plural(many, 'configuration')} had at least {MLPERF_RUNS} runs (MLPerf's rule), "
+            f"{few} had 2–{MLPERF_RUNS - 1} (median, min–max) and {one} had one (its value alone).")
 
 
 def hyperfine(d, files):
