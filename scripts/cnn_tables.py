@@ -25,11 +25,11 @@ Exit status: 0; 1 when a CSV has no usable row; 2 on a usage or file error.
 
 import argparse
 import os
-import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import partrain  # noqa: E402
+from reporting.common import center, spread  # noqa: E402  (the report's one rule for repeated runs)
 from seeds import SEED003  # noqa: E402
 
 PROG = "cnn_tables.py"
@@ -164,14 +164,18 @@ def table5_notes(u):
 
 
 def timing_medians(time_rows):
-    """(P, T) -> (median total s, median epoch s, runs ("3", "3 (1 disturbed)"), policies,
-    first row)"""
+    """(P, T) -> (total s, epoch s, runs ("3", "3 (1 disturbed)"), policies, first row,
+    the runs' total s, the runs' epoch s); the seconds are the central values of the runs
+    by the report's rule (reporting/common.py: the median, MLPerf's trimmed mean from 5 runs)"""
     groups = {}
     for r in time_rows:
         groups.setdefault((int(r["ranks"]), int(r["threads"])), []).append(r)
-    return {k: (statistics.median(float(r["total_seconds"]) for r in v),
-                statistics.median(float(r["epoch_seconds_median"]) for r in v), partrain.runs_md(v),
-                ",".join(sorted({r["omp_wait_policy"] or "unset" for r in v})), v[0]) for k, v in groups.items()}
+    out = {}
+    for k, v in groups.items():
+        tot, ep = [float(r["total_seconds"]) for r in v], [float(r["epoch_seconds_median"]) for r in v]
+        out[k] = (center(tot), center(ep), partrain.runs_md(v),
+                  ",".join(sorted({r["omp_wait_policy"] or "unset" for r in v})), v[0], tot, ep)
+    return out
 
 
 CONFIGS = {(1, 1): "ours: serial baseline (1 rank, 1 thread)"}
@@ -201,17 +205,18 @@ def table4(med, cores, time_rows=()):
         if k not in med:
             t4.append(f"| {config_name(k)} | {k[0]} x {k[1]} | | | not run | | | |")
             continue
-        tot, e, runs, pol, _ = med[k]
+        tot, e, runs, pol, _, tots, eps = med[k]
         sp = f"{base[0] / tot:.2f}x" if base else ""
-        t4.append(f"| {config_name(k)} | {k[0]} x {k[1]} | {min(k[0] * k[1], cores)} | {pol} | {tot:.2f} | "
-                  f"{sp} | {e:.3f} | {runs} |")
+        t4.append(f"| {config_name(k)} | {k[0]} x {k[1]} | {min(k[0] * k[1], cores)} | {pol} | "
+                  f"{spread(tots, lambda v: f'{v:.2f}')} | {sp} | {spread(eps, lambda v: f'{v:.3f}')} | {runs} |")
     if base:
         r = base[4]
         t4 += ["", f"Ours: cnn/cnn on this machine ({cores} cores), {r['dataset']} {r['train_n']} training / "
                    f"{r['test_n']} test images (the report's {n // 1000}k x 28x28 workload; MNIST {n // 1000}k is not "
                    f"available offline, and the arithmetic does not depend on the pixels), {r['epochs']} epochs, "
                    f"batch {REPORT_BATCH} (global), lr {float(r['lr']):g}; total time = the training loop with the "
-                   "per-epoch test evaluation, median over the runs. Speedup over our 1 x 1.",
+                   "per-epoch test evaluation, over the runs: the median (min-max), from 5 runs the mean without the "
+                   "fastest and slowest (their range). Speedup over our 1 x 1.",
                f"Report vs ours, serial: {REPORT_SERIAL_SECONDS:.2f} s vs {base[0]:.2f} s "
                f"({REPORT_SERIAL_SECONDS / base[0]:.0f}x less time; different machines: an Apple M4 against "
                "one ~2.1 GHz Xeon core here)."]
