@@ -14,9 +14,10 @@ CSVs by column name (scripts/partrain.py; schema: common/results.h).
     per-rank batch    2 ranks and 4 ranks x 1 thread, --batch-per-rank 32 (the report's
                       semantics: global batch 64, 128)
 --timing: 5-epoch runs on the 60,000 Fashion-MNIST images (the report's workload size:
-  60k 28x28 images, 5 epochs) for 1x1, 1x2, 2x1, 2x2; per configuration the median over
-  its rows of total_seconds (the training loop with the per-epoch evaluation, as the
-  report's "total training time") and of epoch_seconds_median.
+  60k 28x28 images, 5 epochs) for 1x1, 1x2, 2x1, 2x2; per configuration its rows'
+  total_seconds (the training loop with the per-epoch evaluation, as the report's "total
+  training time") and epoch_seconds_median by the report's rule (reporting/common.py's
+  spread: median (min-max), from 5 runs MLPerf's trimmed mean and the range kept).
 Writes DIR/cnn-table3.md, DIR/cnn-table4.md, DIR/cnn-table5.md (markdown) and --dat
 (default DIR/cnn-speedup.dat). A configuration without rows is shown as "not run".
 scripts/report.py calls tables() directly when only the CSVs are there.
