@@ -170,6 +170,15 @@ if [ -f scripts/report.py ]; then
            "Scaling" "What else would you use" "Skipped" "Which timing is which"; do
     check "REPORT.md section '## $h'" "heading missing" grep -qx "## $h" "$DIR/REPORT.md"
   done
+  # issue 33: tables of at most 7 columns (the rest in DIR/report-tables/, linked), links that resolve
+  widest=$(LC_ALL=C awk '/^\|/ { l = $0; gsub(/\\\|/, "", l); n = gsub(/\|/, "", l) - 1; if (n > m) m = n } END { print m + 0 }' "$DIR/REPORT.md")
+  check "REPORT.md: no table wider than 7 columns" "widest: $widest" [ "$widest" -le 7 ]
+  unresolved=$(grep -o '](\([^)]*\))' "$DIR/REPORT.md" | sed 's/^](//; s/)$//' | grep -v '^https\?://' |
+               while read -r l; do case $l in /*) echo "$l" ;; *) [ -e "$DIR/$l" ] || echo "$l" ;; esac; done)
+  check "REPORT.md: every link and image resolves relative to it, none absolute" "$unresolved" [ -z "$unresolved" ]
+  "$PY" scripts/report.py --results "$DIR" --plots "$DIR" --out "$TMP/REPORT-again.md" >/dev/null 2>"$TMP/report.err"; rc=$?
+  check "report.py on the complete --smoke DIR: exit 0, no line on stderr but notes" "exit $rc: $(head -n 3 "$TMP/report.err")" \
+    eval '[ $rc = 0 ] && ! grep -qv ": note: " "$TMP/report.err"'
 else
   skip "REPORT.md" "scripts/report.py not present (run_all.sh skips the report step)"
 fi
