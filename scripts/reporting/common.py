@@ -476,9 +476,9 @@ class Inputs:
         fname = f"{name}.csv"
         where = os.path.join(self.dir, self.TABLES)
         path = os.path.join(where, fname)
+        if not os.path.isdir(self.dir):   # report.py has said so once; every input is missing
+            return f"(all columns: not written, {self.dir} is not a directory)"
         try:
-            if not os.path.isdir(self.dir):
-                raise FileNotFoundError(2, "the results directory does not exist")
             os.makedirs(where, exist_ok=True)
             tmp = path + ".tmp"
             with open(tmp, "w", newline="") as f:
