@@ -45,7 +45,7 @@ def batch_rows(rows, name, what, b, body, sent):
         workers = a.ranks * a.threads
         same = tor.get(workers) or tor.get(min(tor, key=lambda t: abs(t - workers)))
         body.append([what, b, label(a), a.cell(),
-                     f"{same.cell()} ({plural(same.threads, 'thread')})", speedup(a, same),
+                     f"{same.cell()}, {plural(same.threads, 'thread')}", speedup(a, same),
                      speedup(a, tbest), pol(a.policy) if workers > 1 else "–",
                      runs(a, same), name])
     for t in sorted(tor):

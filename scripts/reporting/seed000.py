@@ -173,7 +173,8 @@ def table1_note(d, facts, T, P):
            f"the whole training set split over the ranks (strong scaling) on "
            f"{cores} cores, so \"{S['threads']} threads\" and \"{S['machines']} machines\" become {T} threads and "
            f"{P} ranks. "
-           f"*In MPI calls* is `comm_seconds` (seconds inside MPI per epoch, mean over ranks); *MPI cost* "
+           f"*In MPI calls* (a column of the CSV) is `comm_seconds` (seconds inside MPI per epoch, mean over ranks); "
+           f"*MPI cost* "
            f"is the report's definition for our setup: our epoch minus the non-MPI configuration's epoch "
            f"scaled to the cores the MPI run adds (serial / {min(P, cores)} for {P} ranks; hybrid 1×{T} × "
            f"{min(T, cores)}/{min(P * T, cores)} for {P}×{T}).")

@@ -37,8 +37,8 @@ def timings(d):
            "rounds) column gives n. A speedup or ratio is the ratio of the two central values; its range is that of "
            "the per-round ratios where both configurations were measured in the same benchmark rounds "
            "(bench-*.csv: every serial row of a batch starts a round, the configurations after it ran in it), and "
-           "there is none for the sweeps (openmp.csv, mpi-*.csv, hybrid-grid.csv, imagesize.csv), which measure "
-           f"serial once. {run_counts(i.all_rows())}")
+           "there is none for the sweeps (openmp.csv, mpi-*.csv, hybrid-grid.csv, imagesize.csv), whose runs are "
+           f"not paired in rounds. {run_counts(i.all_rows())}")
     d.para(f"A table wider than {MAX_COLUMNS} columns shows the {MAX_COLUMNS} that answer its section's question; "
            "the line \"all columns:\" under it links the CSV with every column (report-tables/ of the results "
            "directory).")
