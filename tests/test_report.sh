@@ -11,7 +11,12 @@
 # report.py names is one `./run_all.sh --list-steps` prints; no Python traceback; an empty
 # results directory still gives a complete report; rows that scripts/lib.sh marked disturbed
 # (its two extra columns) are counted in their runs cells and said once at the top, and
-# rows without those columns are not.
+# rows without those columns are not. Issue 33: no table wider than 7 columns (fixture and
+# empty directory), every link and image resolving relative to REPORT.md (none absolute),
+# the wide tables' CSVs in DIR/report-tables/ (not among the result CSVs); the spread cells
+# of 3 runs (median (min–max)) and of 5 bench rounds (MLPerf's trimmed mean, the kept
+# range, a speedup with the range of its per-round ratios), the rule said once; a report
+# that cannot be written: exit 2, one line.
 # No timings are asserted; no trainer runs (the programs only list their variants).
 set -u
 cd "$(dirname "$0")/.." || exit 2
