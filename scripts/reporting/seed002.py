@@ -7,8 +7,8 @@ and speedup vs node count (Figures 6-8).
 import glob
 import os
 
-from reporting.common import (agg, best, flags, latest_config, num, pct, pol, ratio, runs, s, select, serial_of,
-                              speedup, syncs_of, x)
+from reporting.common import (agg, best, flags, latest_config, num, pct, pol, ratio, runs, select, serial_of, speedup,
+                              syncs_of, x)
 from seeds import SEED002
 
 S = SEED002
