@@ -1,0 +1,243 @@
+"""
+scripts/tta_sweep.py — the time-to-accuracy sweep's arithmetic (bench/tta-sweep.sh,
+scripts/reporting/tta.py, plots/tta.gp; docs/tta.md), in one place so the sweep, the
+figure and the report agree:
+
+  best      which data-parallel strategy is fastest at C workers in a run's
+            bench-openmp.csv, bench-mpi.csv, bench-hybrid.csv (speedup over serial's
+            epoch at the same batch in the same file, by column name), else mpi allreduce
+            at P = C; one tab-separated line: program, variant, ranks, threads, why
+  summary   tta.csv -> per (batch, side) the medians with min and max over seeds
+  stops     the batch at which seconds-to-target stops falling (defined at stops_falling)
+  table     tta.csv -> the sweep's closing table
+  dat       tta.csv -> the figure's data file (plots/tta.gp)
+
+  python3 scripts/tta_sweep.py best --results DIR --cores C
+  python3 scripts/tta_sweep.py table TTA.CSV
+  python3 scripts/tta_sweep.py dat TTA.CSV OUT.DAT
+Python 3 standard library only.
+"""
+
+import math
+import os
+import sys
+
+import partrain as P
+
+STRATEGY_CSVS = ("bench-openmp.csv", "bench-mpi.csv", "bench-hybrid.csv")
+DATA_PARALLEL = ("openmp", "mpi", "hybrid")   # same maths as serial at the same global batch
+WITHIN = 0.10   # "stopped falling": median seconds within 10 % of the sweep's minimum
+
+
+def best(results, cores):
+    """(program, variant, ranks, threads, why) of the fastest data-parallel strategy at
+    CORES workers in RESULTS' bench CSVs: per configuration the geometric mean over the
+    batches of serial's median epoch / its median epoch (same file, same batch)"""
+    scores = {}
+    for name in STRATEGY_CSVS:
+        path = os.path.join(results, name)
+        if not os.path.isfile(path):
+            continue
+        try:
+            rows = P.read_csv(path, need=("program", "variant", "ranks", "threads", "batch", "epoch_seconds_median"))
+        except P.CSVError as e:
+            print(f"tta_sweep: {e} (left out of the choice)", file=sys.stderr)
+            continue
+        serial = {}
+        for r in rows:
+            if r["program"] == "serial":
+                serial.setdefault(r["batch"], []).append(P.num(r["epoch_seconds_median"]))
+        configs = {}
+        for r in rows:
+            if r["program"] not in DATA_PARALLEL:
+                continue
+            try:
+                workers = int(r["ranks"]) * int(r["threads"])
+            except ValueError:
+                continue
+            if workers != cores or r["batch"] not in serial:
+                continue
+            key = (r["program"], r["variant"], int(r["ranks"]), int(r["threads"]))
+            configs.setdefault(key, {}).setdefault(r["batch"], []).append(P.num(r["epoch_seconds_median"]))
+        for key, by_batch in configs.items():
+            ratios = []
+            for b, vals in by_batch.items():
+                s, t = P.median(serial[b]), P.median(vals)
+                if s and t:
+                    ratios.append(s / t)
+            if ratios:
+                g = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
+                scores[key] = (g, name, sorted(by_batch, key=int))
+    if not scores:
+        return ("mpi", "allreduce", cores, 1,
+                f"no {', '.join(STRATEGY_CSVS)} rows at {cores} workers in {results}: mpi allreduce at P = C, the default")
+    key = max(scores, key=lambda k: scores[k][0])
+    g, name, batches = scores[key]
+    return key + (f"fastest per epoch at {cores} workers in {name}: {g:.2f}x serial "
+                  f"(geometric mean over batch {', '.join(batches)}; {len(scores)} configurations compared)",)
+
+
+def label(program, variant, ranks, threads):
+    """'mpi allreduce P=2', 'openmp reduction T=2', 'hybrid allreduce 2x1'"""
+    if program == "openmp":
+        return f"openmp {variant} T={threads}"
+    if program == "mpi":
+        return f"mpi {variant} P={ranks}"
+    return f"{program} {variant} {ranks}x{threads}"
+
+
+def peak_lr(row):
+    """the rate after the warm-up: --lr x batch / B0 under linear scaling (lr_schedule
+    'linear-bB0[-wW]'), else --lr"""
+    lr, sched = P.num(row["lr"]), row.get("lr_schedule", "")
+    if lr is not None and sched.startswith("linear-b"):
+        b0 = P.num(sched[len("linear-b"):].split("-")[0])
+        if b0:
+            return lr * int(row["batch"]) / b0
+    return lr
+
+
+def table(rows):
+    """the sweep's closing table (bench/tta-sweep.sh), one line per batch"""
+    s = summary(rows)
+    lines = ["batch  lr      serial: epochs, s to target (median; reached)   best: epochs, s to target"]
+    for b in sorted(s):
+        cells = []
+        for name in ("serial", "best"):
+            x = s[b].get(name)
+            if not x:
+                cells.append("-")
+            elif x["reached"]:
+                cells.append(f"{x['epochs'][0]:g} ep, {x['seconds'][0]:.1f} s ({x['reached']}/{x['runs']})")
+            else:
+                cells.append(f"not reached in {x['cap']} ep (0/{x['runs']})")
+        lr = next(iter(s[b].values()))["lr"]
+        lines.append(f"{b:<6} {lr:<7.4g} {cells[0]:<44} {cells[1]}")
+    return "\n".join(lines)
+
+
+def read_rows(path):
+    """the sweep's rows (tta.csv)"""
+    return P.read_csv(path, need=("program", "variant", "ranks", "threads", "batch", "lr", "seed", "epochs",
+                                  "target_accuracy", "epochs_to_target", "seconds_to_target",
+                                  "epoch_seconds_median"))
+
+
+def side(row):
+    return "serial" if row["program"] == "serial" else "best"
+
+
+def spread(values):
+    """(median, min, max) of the numbers, or None when there are none"""
+    vals = sorted(v for v in values if v is not None)
+    return (P.median(vals), vals[0], vals[-1]) if vals else None
+
+
+def summary(rows):
+    """{batch: {side: {...}}}: per batch and side (serial, best) the runs, the reached
+    count, median/min/max of epochs and seconds to target over the seeds that reached it,
+    the median epoch time, the cap (epochs run), the lr and the strategy's label"""
+    out = {}
+    for r in rows:
+        b = int(r["batch"])
+        s = out.setdefault(b, {}).setdefault(side(r), {"rows": []})
+        s["rows"].append(r)
+    for b, sides in out.items():
+        for name, s in sides.items():
+            rs = s["rows"]
+            reached = [r for r in rs if P.num(r["epochs_to_target"]) is not None]
+            s["runs"], s["reached"] = len(rs), len(reached)
+            s["epochs"] = spread(P.num(r["epochs_to_target"]) for r in reached)
+            s["seconds"] = spread(P.num(r["seconds_to_target"]) for r in reached)
+            s["epoch_s"] = P.median(P.num(r["epoch_seconds_median"]) for r in rs)
+            s["cap"] = max(int(r["epochs"]) for r in rs)
+            s["lr"] = peak_lr(rs[0])
+            s["label"] = label(rs[0]["program"], rs[0]["variant"], rs[0]["ranks"], rs[0]["threads"])
+    return out
+
+
+def stops_falling(points):
+    """POINTS: [(batch, median seconds to target or None)]. The batch at which
+    seconds-to-target stops falling: the smallest batch whose median is within WITHIN
+    (10 %) of the minimum over the batches that reached the target. Batches past it either
+    gain less than 10 % or cost more. Returns (batch, minimum's batch, minimum) or None
+    when no batch reached the target."""
+    reached = [(b, s) for b, s in sorted(points) if s is not None]
+    if not reached:
+        return None
+    b_min, s_min = min(reached, key=lambda p: p[1])
+    for b, s in reached:
+        if s <= s_min * (1 + WITHIN):
+            return b, b_min, s_min
+
+
+def grows(points):
+    """POINTS: [(batch, median epochs to target or None)]: 'yes' when the medians of the
+    batches that reached the target never fall and the last is above the first, 'no'
+    when they never rise, else 'not monotonic'; None with fewer than two"""
+    vals = [e for _, e in sorted(points) if e is not None]
+    if len(vals) < 2:
+        return None
+    if all(b >= a for a, b in zip(vals, vals[1:])) and vals[-1] > vals[0]:
+        return "yes"
+    if all(b <= a for a, b in zip(vals, vals[1:])):
+        return "no"
+    return "not monotonic"
+
+
+def dat(rows, out):
+    """the figure's data: one line per batch, '?' where a side has no number (gnuplot's
+    missing value); a side that never reached the target has its cap in the *_cap column"""
+    s = summary(rows)
+    lines = ["# batch  ser_ep med min max  ser_s med min max  ser_cap  best_ep med min max  best_s med min max"
+             "  best_cap  epoch_speedup  ser_reached best_reached runs"]
+
+    def cols(side):
+        if side is None:
+            return ["?"] * 7 + ["0"]
+        e, t = side["epochs"], side["seconds"]
+        cells = [f"{v:g}" for v in e] if e else ["?"] * 3
+        cells += [f"{v:.4f}" for v in t] if t else ["?"] * 3
+        cells.append(str(side["cap"]) if side["reached"] == 0 else "?")
+        cells.append(str(side["reached"]))
+        return cells
+
+    for b in sorted(s):
+        ser, bst = s[b].get("serial"), s[b].get("best")
+        sp = (f"{ser['epoch_s'] / bst['epoch_s']:.4f}" if ser and bst and ser["epoch_s"] and bst["epoch_s"] else "?")
+        c1, c2 = cols(ser), cols(bst)
+        runs = max((x["runs"] for x in (ser, bst) if x), default=0)
+        lines.append(" ".join([str(b)] + c1[:7] + c2[:7] + [sp, c1[7], c2[7], str(runs)]))
+    with open(out, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def main(argv):
+    if len(argv) == 5 and argv[0] == "best" and argv[1] == "--results" and argv[3] == "--cores":
+        try:
+            cores = int(argv[4])
+        except ValueError:
+            print(f"tta_sweep: --cores: not an integer: '{argv[4]}'", file=sys.stderr)
+            return 2
+        print("\t".join(str(x) for x in best(argv[2], cores)))
+        return 0
+    if len(argv) == 2 and argv[0] == "table":
+        try:
+            print(table(read_rows(argv[1])))
+        except (P.CSVError, ValueError) as e:
+            print(f"tta_sweep: {e}", file=sys.stderr)
+            return 1
+        return 0
+    if len(argv) == 3 and argv[0] == "dat":
+        try:
+            dat(read_rows(argv[1]), argv[2])
+        except (P.CSVError, OSError, ValueError) as e:
+            print(f"tta_sweep: {e}", file=sys.stderr)
+            return 1
+        return 0
+    print(__doc__.strip().split("\n\n")[-1], file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
