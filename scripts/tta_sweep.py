@@ -10,7 +10,7 @@ figure and the report agree:
   summary   tta.csv -> per (batch, side) the medians with min and max over seeds
   stops     the batch at which seconds-to-target stops falling (defined at stops_falling)
   table     tta.csv -> the sweep's closing table
-  dat       tta.csv -> the figure's data file (plots/tta.gp)
+  dat       tta.csv -> the figure's data file (plots/tta.gp); exit 1: no rows
 
   python3 scripts/tta_sweep.py best --results DIR --cores C
   python3 scripts/tta_sweep.py table TTA.CSV
@@ -186,30 +186,40 @@ def grows(points):
 
 
 def dat(rows, out):
-    """the figure's data: one line per batch, '?' where a side has no number (gnuplot's
-    missing value); a side that never reached the target has its cap in the *_cap column"""
+    """the figure's data (plots/tta.gp), one line per batch, '?' where there is no number
+    (gnuplot's missing value). Per side (serial, then best): epochs to target median min
+    max, seconds to target median min max (over the seeds that reached it), and, when no
+    seed reached it, the cap and the median run time (the not-reached marker); then the
+    per-epoch speedup of best over serial, the reached counts and the runs per side.
+    Returns the shell words plots.sh evaluates: tta_n, tta_best, tta_target."""
     s = summary(rows)
-    lines = ["# batch  ser_ep med min max  ser_s med min max  ser_cap  best_ep med min max  best_s med min max"
-             "  best_cap  epoch_speedup  ser_reached best_reached runs"]
+    lines = ["# batch  serial: ep med min max, s med min max, cap_ep cap_s  best: the same"
+             "  epoch_speedup  serial_reached best_reached runs"]
 
-    def cols(side):
-        if side is None:
-            return ["?"] * 7 + ["0"]
-        e, t = side["epochs"], side["seconds"]
+    def cols(x):
+        if x is None:
+            return ["?"] * 8, "0"
+        e, t = x["epochs"], x["seconds"]
         cells = [f"{v:g}" for v in e] if e else ["?"] * 3
         cells += [f"{v:.4f}" for v in t] if t else ["?"] * 3
-        cells.append(str(side["cap"]) if side["reached"] == 0 else "?")
-        cells.append(str(side["reached"]))
-        return cells
+        if x["reached"] == 0:
+            total = P.median(P.num(r.get("total_seconds")) for r in x["rows"])
+            cells += [str(x["cap"]), f"{total:.4f}" if total is not None else "?"]
+        else:
+            cells += ["?", "?"]
+        return cells, str(x["reached"])
 
     for b in sorted(s):
         ser, bst = s[b].get("serial"), s[b].get("best")
         sp = (f"{ser['epoch_s'] / bst['epoch_s']:.4f}" if ser and bst and ser["epoch_s"] and bst["epoch_s"] else "?")
-        c1, c2 = cols(ser), cols(bst)
+        (c1, k1), (c2, k2) = cols(ser), cols(bst)
         runs = max((x["runs"] for x in (ser, bst) if x), default=0)
-        lines.append(" ".join([str(b)] + c1[:7] + c2[:7] + [sp, c1[7], c2[7], str(runs)]))
+        lines.append(" ".join([str(b)] + c1 + c2 + [sp, k1, k2, str(runs)]))
     with open(out, "w") as f:
         f.write("\n".join(lines) + "\n")
+    best_label = next((x["best"]["label"] for x in s.values() if "best" in x), "none")
+    target = next((f"{P.num(r['target_accuracy']):g}" for r in rows if P.num(r.get("target_accuracy")) is not None), "?")
+    return f"tta_n={len(s)} tta_best='{best_label}' tta_target='{target}'"
 
 
 def main(argv):
@@ -230,7 +240,10 @@ def main(argv):
         return 0
     if len(argv) == 3 and argv[0] == "dat":
         try:
-            dat(read_rows(argv[1]), argv[2])
+            rows = read_rows(argv[1])
+            if not rows:
+                return 1
+            print(dat(rows, argv[2]))
         except (P.CSVError, OSError, ValueError) as e:
             print(f"tta_sweep: {e}", file=sys.stderr)
             return 1
