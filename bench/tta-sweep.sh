@@ -10,10 +10,11 @@
 # values: docs/tta.md. The strategy: scripts/tta_sweep.py best reads this run's
 # bench-openmp.csv, bench-mpi.csv, bench-hybrid.csv in --results (speedup over serial
 # at C workers) and takes the fastest; without them mpi allreduce at P = C. Which one and
-# why goes to --best FILE (one line) and the output. Data-parallel strategies do
+# why goes to --best FILE (one line: label, why, the --epochs cap; tab-separated) and
+# the output. Data-parallel strategies do
 # serial's maths at the same global batch, so their epochs to target should be serial's.
-# Batches the trainers' memory check refuses (exit 2) are dropped, with the larger ones,
-# before the timed runs (a one-epoch probe of the strategy at the largest batch first).
+# Batches the trainers' memory check refuses (exit 2) are dropped before the timed runs:
+# one-epoch probes of both programs from the largest batch down to the first that fits.
 # Order: for each seed, for each batch, serial then the strategy (a drift of the machine
 # hits both alike); each run holds the benchmark lock (bench_run in scripts/lib.sh) and
 # appends its row (the trainers' schema, plus other_load_cores, disturbed) to --csv.
@@ -108,21 +109,27 @@ common=(--data "$data" --epochs "$epochs" --lr "$lr" --lr-scaling linear --lr-ba
 [ "$train" -eq 0 ] || common+=(--train "$train")
 [ "$test" -eq 0 ] || common+=(--test "$test")
 
-# ---- the memory's limit: the largest batch the strategy's memory check accepts (exit 2:
-# refused; memory only grows with the batch, so the smaller ones fit)
+# ---- the memory's limit: the largest batch both memory checks accept (exit 2 with "not
+# enough memory": refused; memory only grows with the batch, so the smaller ones fit)
 bench_tmp
 kept=""
 for b in $(tr ' ' '\n' <<<"$batches" | sort -rn); do
-  rc=0; "${strategy[@]}" "${common[@]}" --batch "$b" --epochs 1 --test 100 --csv none >"$BENCH_TMP/probe.out" 2>&1 || rc=$?
-  if [ $rc = 0 ]; then kept=$(tr ' ' '\n' <<<"$batches" | awk -v m="$b" '$1 <= m' | paste -sd' '); break; fi
-  grep -qi 'memory' "$BENCH_TMP/probe.out" && [ $rc = 2 ] ||
-    { cat "$BENCH_TMP/probe.out" >&2; die "the one-epoch probe of $label at batch $b failed (exit $rc)"; }
-  echo "tta-sweep: batch $b dropped: $(tail -n 1 "$BENCH_TMP/probe.out")"
+  refused=""
+  for who in strategy serial; do
+    if [ $who = strategy ]; then cmd=("${strategy[@]}"); else cmd=("${serial[@]}"); fi
+    rc=0; "${cmd[@]}" "${common[@]}" --batch "$b" --epochs 1 --test 100 --csv none >"$BENCH_TMP/probe.out" 2>&1 || rc=$?
+    [ $rc = 0 ] && continue
+    refused=$(grep -m 1 'not enough memory' "$BENCH_TMP/probe.out") && [ $rc = 2 ] ||
+      { cat "$BENCH_TMP/probe.out" >&2; die "the one-epoch probe of $([ $who = serial ] && echo serial || echo "$label") at batch $b failed (exit $rc)"; }
+    break
+  done
+  if [ -z "$refused" ]; then kept=$(tr ' ' '\n' <<<"$batches" | awk -v m="$b" '$1 <= m' | paste -sd' '); break; fi
+  echo "tta-sweep: batch $b dropped: $refused"
 done
-[ -n "$kept" ] || die "no batch of '$batches' fits the memory ($label's memory check refused them all)"
+[ -n "$kept" ] || die "no batch of '$batches' fits the memory (the trainers' memory checks refused them all)"
 batches=$kept
 
-printf '%s\t%s\n' "$label" "$why" >"$best.tmp" && mv -f "$best.tmp" "$best"
+printf '%s\t%s\t%s\n' "$label" "$why" "$epochs" >"$best.tmp" && mv -f "$best.tmp" "$best"
 nb=$(wc -w <<<"$batches") ns=$(wc -w <<<"$seeds")
 BENCH_TOTAL=$((2 * nb * ns)) BENCH_CSV=$csv
 # the estimate: every run to the cap at about 1.5 s an epoch of 60k samples on one core

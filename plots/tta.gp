@@ -9,15 +9,19 @@
 # Driven by scripts/plot.sh (plot_tta), which writes the data with scripts/tta_sweep.py dat:
 #   gnuplot -e "dat='results/tta.dat'; out='plots/tta.png'; best='mpi allreduce P=2'; \
 #               target='84'; subtitle='...'" plots/tta.gp
+# unreached, partial (counts, from the same script): the label layers are drawn only when
+# they have points (gnuplot 5.4 can crash on a labels layer whose points are all missing).
 # dat columns: 1 batch; serial 2-4 epochs med min max, 5-7 seconds med min max, 8 cap,
 # 9 run time when not reached; best 10-17 the same; 18 per-epoch speedup; 19, 20 the
-# reached counts; 21 runs per side.
+# reached counts; 21 runs per side; 22 the cap where a side reached it with no seed.
 
 if (!exists("dat")) dat = 'results/tta.dat'
 if (!exists("out")) out = 'plots/tta.png'
 if (!exists("best")) best = 'best strategy'
 if (!exists("target")) target = '?'
 if (!exists("subtitle")) subtitle = ''
+if (!exists("unreached")) unreached = 1   # batches with a side no seed reached the target at
+if (!exists("partial")) partial = 1       # ... with a side some seeds reached it at
 set datafile missing "?"
 
 if (strstrt(GPVAL_TERMINALS, "pngcairo") > 0) {
@@ -37,16 +41,21 @@ S = "serial (1 core)"
 B = best
 NR = "not reached (at the cap)"
 
+# each panel: its plot command built as a string, the marker and label layers added only
+# when they have points
 set title "epochs to target (median, min-max over seeds)"
 set ylabel "epochs"
 set yrange [0:*]
-plot dat using 1:2:3:4 with yerrorlines lc rgb "#1f77b4" pt 7 title S, \
-     dat using ($1*1.06):10:11:12 with yerrorlines lc rgb "#d62728" pt 5 title B, \
-     dat using 1:8 with points lc rgb "#1f77b4" pt 6 ps 2 title "serial ".NR, \
-     dat using ($1*1.06):16 with points lc rgb "#d62728" pt 4 ps 2 title "best ".NR, \
-     dat using 1:8:("not reached") with labels offset 0,1.2 font ",9" notitle, \
-     dat using ($1*1.06):(($20 > 0 && $20 < $21) ? $10 : NaN):(sprintf("%d/%d reached", $20, $21)) with labels offset 0,-1.2 font ",9" tc rgb "#d62728" notitle, \
-     dat using 1:(($19 > 0 && $19 < $21) ? $2 : NaN):(sprintf("%d/%d reached", $19, $21)) with labels offset 0,1.2 font ",9" tc rgb "#1f77b4" notitle
+cmd = 'plot dat using 1:2:3:4 with yerrorlines lc rgb "#1f77b4" pt 7 title S, ' . \
+      'dat using ($1*1.06):10:11:12 with yerrorlines lc rgb "#d62728" pt 5 title B'
+if (unreached > 0) cmd = cmd . \
+      ', dat using 1:8 with points lc rgb "#1f77b4" pt 6 ps 2 title "serial ".NR' . \
+      ', dat using ($1*1.06):16 with points lc rgb "#d62728" pt 4 ps 2 title "best ".NR' . \
+      ', dat using 1:22:("not reached") with labels offset 0,1.2 font ",9" notitle'
+if (partial > 0) cmd = cmd . \
+      ', dat using ($1*1.06):(($20 > 0 && $20 < $21) ? $10 : NaN):(sprintf("%d/%d reached", $20, $21)) with labels offset 0,-1.2 font ",9" tc rgb "#d62728" notitle' . \
+      ', dat using 1:(($19 > 0 && $19 < $21) ? $2 : NaN):(sprintf("%d/%d reached", $19, $21)) with labels offset 0,1.2 font ",9" tc rgb "#1f77b4" notitle'
+eval cmd
 
 set title "seconds to target (median, min-max over seeds)"
 set ylabel "seconds (log scale)"
@@ -54,12 +63,15 @@ set logscale y
 set yrange [*:*]
 set offsets graph 0.06, graph 0.06, 0, 0
 set format y "%g"
-plot dat using 1:5:6:7 with yerrorlines lc rgb "#1f77b4" pt 7 title S, \
-     dat using ($1*1.06):13:14:15 with yerrorlines lc rgb "#d62728" pt 5 title B, \
-     dat using 1:9 with points lc rgb "#1f77b4" pt 6 ps 2 title "serial ".NR." (its run time)", \
-     dat using ($1*1.06):17 with points lc rgb "#d62728" pt 4 ps 2 title "best ".NR." (its run time)", \
-     dat using ($1*1.06):(($20 > 0 && $20 < $21) ? $13 : NaN):(sprintf("%d/%d reached", $20, $21)) with labels offset 0,-1.2 font ",9" tc rgb "#d62728" notitle, \
-     dat using 1:(($19 > 0 && $19 < $21) ? $5 : NaN):(sprintf("%d/%d reached", $19, $21)) with labels offset 0,1.2 font ",9" tc rgb "#1f77b4" notitle
+cmd = 'plot dat using 1:5:6:7 with yerrorlines lc rgb "#1f77b4" pt 7 title S, ' . \
+      'dat using ($1*1.06):13:14:15 with yerrorlines lc rgb "#d62728" pt 5 title B'
+if (unreached > 0) cmd = cmd . \
+      ', dat using 1:9 with points lc rgb "#1f77b4" pt 6 ps 2 title "serial ".NR." (its run time)"' . \
+      ', dat using ($1*1.06):17 with points lc rgb "#d62728" pt 4 ps 2 title "best ".NR." (its run time)"'
+if (partial > 0) cmd = cmd . \
+      ', dat using ($1*1.06):(($20 > 0 && $20 < $21) ? $13 : NaN):(sprintf("%d/%d reached", $20, $21)) with labels offset 0,-1.2 font ",9" tc rgb "#d62728" notitle' . \
+      ', dat using 1:(($19 > 0 && $19 < $21) ? $5 : NaN):(sprintf("%d/%d reached", $19, $21)) with labels offset 0,1.2 font ",9" tc rgb "#1f77b4" notitle'
+eval cmd
 unset logscale y
 
 set title "per-epoch speedup of the best strategy over serial"

@@ -175,9 +175,9 @@ plot_tta() {
   [ -s "$csv" ] || { skipped tta.png "$csv missing or empty (run_all.sh --only tta)"; return 0; }
   vars=$("$PY" scripts/tta_sweep.py dat "$csv" "$results/tta.dat")
   case $? in 0) ;; 1) skipped tta.png "no usable rows in $csv"; return 0 ;; *) return 1 ;; esac
-  local tta_n tta_best tta_target
-  eval "$vars"   # tta_n=N tta_best='...' tta_target='...' (from our own script)
-  gnuplot -e "dat='$results/tta.dat'; out='$out'; best='$tta_best'; target='$tta_target'; subtitle='$cores cores, $(basename "$csv")'" \
+  local tta_n tta_best tta_target tta_unreached tta_partial
+  eval "$vars"   # tta_n=N tta_best='...' tta_target='...' tta_unreached=N tta_partial=N (our own script's)
+  gnuplot -e "dat='$results/tta.dat'; out='$out'; best='$tta_best'; target='$tta_target'; unreached=$tta_unreached; partial=$tta_partial; subtitle='$cores cores, $(basename "$csv")'" \
     plots/tta.gp || return 1
   drawn "$out ($tta_n batch(es) from $csv)"
 }

@@ -185,16 +185,28 @@ def grows(points):
     return "not monotonic"
 
 
+def same_epochs(rows):
+    """(pairs with equal epochs_to_target, pairs): serial against the strategy at each
+    (batch, seed) both ran; both not reaching the target counts as equal"""
+    by = {}
+    for r in rows:
+        by.setdefault((r["batch"], r["seed"]), {}).setdefault(side(r), r["epochs_to_target"])
+    pairs = [v for v in by.values() if len(v) == 2]
+    return sum(v["serial"] == v["best"] for v in pairs), len(pairs)
+
+
 def dat(rows, out):
     """the figure's data (plots/tta.gp), one line per batch, '?' where there is no number
     (gnuplot's missing value). Per side (serial, then best): epochs to target median min
     max, seconds to target median min max (over the seeds that reached it), and, when no
     seed reached it, the cap and the median run time (the not-reached marker); then the
-    per-epoch speedup of best over serial, the reached counts and the runs per side.
-    Returns the shell words plots.sh evaluates: tta_n, tta_best, tta_target."""
+    per-epoch speedup of best over serial, the reached counts, the runs per side and the
+    cap where a side reached it with no seed (the "not reached" label's height).
+    Returns the shell words plot.sh evaluates: tta_n, tta_best, tta_target, tta_unreached,
+    tta_partial."""
     s = summary(rows)
     lines = ["# batch  serial: ep med min max, s med min max, cap_ep cap_s  best: the same"
-             "  epoch_speedup  serial_reached best_reached runs"]
+             "  epoch_speedup  serial_reached best_reached runs  unreached_cap"]
 
     def cols(x):
         if x is None:
@@ -214,12 +226,19 @@ def dat(rows, out):
         sp = (f"{ser['epoch_s'] / bst['epoch_s']:.4f}" if ser and bst and ser["epoch_s"] and bst["epoch_s"] else "?")
         (c1, k1), (c2, k2) = cols(ser), cols(bst)
         runs = max((x["runs"] for x in (ser, bst) if x), default=0)
-        lines.append(" ".join([str(b)] + c1 + c2 + [sp, k1, k2, str(runs)]))
+        caps = [x["cap"] for x in (ser, bst) if x and x["reached"] == 0]
+        lines.append(" ".join([str(b)] + c1 + c2 + [sp, k1, k2, str(runs), str(max(caps)) if caps else "?"]))
     with open(out, "w") as f:
         f.write("\n".join(lines) + "\n")
     best_label = next((x["best"]["label"] for x in s.values() if "best" in x), "none")
     target = next((f"{P.num(r['target_accuracy']):g}" for r in rows if P.num(r.get("target_accuracy")) is not None), "?")
-    return f"tta_n={len(s)} tta_best='{best_label}' tta_target='{target}'"
+    # how many batches have a not-reached or a partly reached side: gnuplot draws a label
+    # layer only when it has points (an all-missing labels layer can crash gnuplot 5.4)
+    ks = [(x["reached"], x["runs"]) for v in s.values() for x in v.values()]
+    unreached = sum(k == 0 for k, _ in ks)
+    partial = sum(0 < k < n for k, n in ks)
+    return (f"tta_n={len(s)} tta_best='{best_label}' tta_target='{target}' tta_unreached={unreached} "
+            f"tta_partial={partial}")
 
 
 def main(argv):
