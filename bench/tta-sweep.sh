@@ -89,15 +89,23 @@ IFS=$'\t' read -r prog variant ranks threads why < <("$PY" scripts/tta_sweep.py 
 [ -n "${why:-}" ] || die "scripts/tta_sweep.py best gave no choice"
 wait_env=(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE -u OMP_WAIT_POLICY)
 [ $((ranks * threads)) -le "$cores" ] || wait_env+=(OMP_WAIT_POLICY=passive)   # above the real cores: threads sleep
+vflags=()
+flags_of() { local f; f=$(variant_flags "$1" "$variant") || exit 2; read -r -a vflags <<<"$f"; }   # its line is on stderr
 case $prog in
   openmp) need_built openmp/openmp
+          flags_of openmp/openmp
           strategy=("${wait_env[@]}" OMP_NUM_THREADS="$threads" taskset -c "0-$(( (threads <= cores ? threads : cores) - 1 ))"
-                    openmp/openmp $(variant_flags openmp/openmp "$variant") --threads "$threads") ;;
+                    openmp/openmp "${vflags[@]}" --threads "$threads") ;;
   mpi)    need_tools mpirun
           if [ "$variant" = shm ]; then need_built mpi/shm; strategy=(scripts/mpirun.sh "$ranks" mpi/shm --sync shm)
-          else need_built mpi/mpi; strategy=(scripts/mpirun.sh "$ranks" mpi/mpi $(variant_flags mpi/mpi "$variant")); fi ;;
+          else
+            need_built mpi/mpi
+            flags_of mpi/mpi
+            strategy=(scripts/mpirun.sh "$ranks" mpi/mpi "${vflags[@]}")
+          fi ;;
   hybrid) need_tools mpirun; need_built hybrid/hybrid
-          strategy=("${wait_env[@]}" scripts/mpirun.sh --bind-to-none "$ranks" hybrid/hybrid $(variant_flags hybrid/hybrid "$variant") --threads "$threads") ;;
+          flags_of hybrid/hybrid
+          strategy=("${wait_env[@]}" scripts/mpirun.sh --bind-to-none "$ranks" hybrid/hybrid "${vflags[@]}" --threads "$threads") ;;
   *) die "scripts/tta_sweep.py best chose '$prog', which this script cannot launch" ;;
 esac
 label=$("$PY" -c 'import sys; sys.path.insert(0, "scripts"); import tta_sweep as t; print(t.label(*sys.argv[1:]))' \
