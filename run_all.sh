@@ -267,7 +267,7 @@ if group model; then
   step model "420 120 15" "comm.csv model-runs.csv comm-shm.dat comm-tcp-1gbit.dat comm-tcp-10gbit.dat comm-tcp-25gbit.dat" model_data "model: bench/comm (allreduce, reduce-bcast, hierarchical, iallreduce, barrier) at P = 2 .. $(words "$SWEEP_RANKS" | awk '{print $NF}'), the trainer runs of the alpha-beta model (bench/model-runs.sh), and, as root with Slurm, N simulated hosts (N = the cores, 2 to 4) at 1/10/25 Gbit, trainers at 1 and 10 (bench/cluster-bench.sh) -> $results/comm.csv, $results/model-runs.csv"
 fi
 if group tta; then   # after the benches: the strategy is the fastest in their CSVs
-  step tta "560 60 12" "tta.csv tta-best.txt" tta_sweep "tta: time to $(by_mode '84 %' '80 %' '60 %') test accuracy vs global batch $(by_mode '32 .. 4096, 3 seeds' '32, 256, 4096, 1 seed, 10k Fashion' '32, 512, 1 seed'), serial and the best strategy at C = $C (bench/tta-sweep.sh$(by_mode '' ' --quick' ' --smoke')) -> $results/tta.csv"
+  step tta "560 60 12" "tta.csv tta-best.txt tta-diverged.txt" tta_sweep "tta: time to $(by_mode '84 %' '80 %' '60 %') test accuracy vs global batch $(by_mode '32 .. 4096, 3 seeds' '32, 256, 4096, 1 seed, 10k Fashion' '32, 512, 1 seed'), serial and the best strategy at C = $C (bench/tta-sweep.sh$(by_mode '' ' --quick' ' --smoke')) -> $results/tta.csv"
 fi
 ! declare -F extra_steps >/dev/null || extra_steps   # PARTRAIN_EXTRA_STEPS's rows (a test hook)
 step plots "5 2 1" "" plots_step "plots: every figure from the CSVs in $results/ (scripts/plot.sh, as make plots) -> $plotdir/*.png"

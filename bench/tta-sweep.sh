@@ -21,7 +21,7 @@
 #
 # Usage: bench/tta-sweep.sh [--batches L] [--seeds L] [--target A] [--epochs E] [--lr LR]
 #                           [--base-batch B0] [--warmup W] [--data DIR] [--train N]
-#                           [--test N] [--results DIR] [--csv FILE] [--best FILE]
+#                           [--test N] [--results DIR] [--csv FILE] [--best FILE] [--diverged FILE]
 #                           [--cores N] [--quick] [--smoke]
 #   --batches L     global batches (default "32 64 128 256 512 1024 2048 4096")
 #   --seeds L       seeds (default "1 2 3")
@@ -32,7 +32,8 @@
 #   --warmup W      warm-up epochs (default 1)
 #   --data DIR      (default data/fashion); --train N, --test N: the first N samples
 #   --results DIR   where the bench CSVs that choose the strategy are (default results)
-#   --csv FILE      the rows (default DIR/tta.csv); --best FILE: the choice (DIR/tta-best.txt)
+#   --csv FILE      the rows (default DIR/tta.csv); --best FILE: the choice (DIR/tta-best.txt);
+#                   --diverged FILE: the runs whose loss diverged (DIR/tta-diverged.txt)
 #   --cores N       C = N workers for the strategy (default: the cores, scripts/lib.sh)
 #   --quick         batches 32 256 4096, seed 1, 10,000 training samples, target 80, cap 6
 #   --smoke         batches 32 512, seed 1, 1,000 MNIST digits (500 test), target 60, cap 3
@@ -43,7 +44,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 . scripts/lib.sh
 
 batches="32 64 128 256 512 1024 2048 4096" seeds="1 2 3" target=84 epochs=8 lr=0.03 base=64 warmup=1
-data=data/fashion train=0 test=0 results=results csv="" best=""
+data=data/fashion train=0 test=0 results=results csv="" best="" diverged=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --batches)    need_value "$@"; batches=$2; shift 2 ;;
@@ -59,6 +60,7 @@ while [ $# -gt 0 ]; do
     --results)    need_value "$@"; results=$2; shift 2 ;;
     --csv)        need_value "$@"; csv=$2; shift 2 ;;
     --best)       need_value "$@"; best=$2; shift 2 ;;
+    --diverged)   need_value "$@"; diverged=$2; shift 2 ;;
     --cores)      need_value "$@"; sweep_option "$1" "$2"; shift 2 ;;
     --quick)      batches="32 256 4096" seeds=1 train=10000 target=80 epochs=6; shift ;;
     --smoke)      batches="32 512" seeds=1 data=data/mnist train=1000 test=500 target=60 epochs=3; shift ;;
@@ -76,6 +78,7 @@ awk -v t="$target" 'BEGIN { exit !(t ~ /^[0-9]*\.?[0-9]+$/ && t > 0 && t <= 100)
 [ -d "$data" ] || die "$data missing (run: scripts/get-data.sh)"
 [ -n "$csv" ] || csv=$results/tta.csv
 [ -n "$best" ] || best=$results/tta-best.txt
+[ -n "$diverged" ] || diverged=$results/tta-diverged.txt
 [ "$csv" != none ] || die "--csv none: the report is built from the rows; give a file"
 batches=$(tr ' ' '\n' <<<"$batches" | sort -n -u | paste -sd' ')
 sweep_setup full
@@ -127,6 +130,7 @@ for b in $(tr ' ' '\n' <<<"$batches" | sort -rn); do
     if [ $who = strategy ]; then cmd=("${strategy[@]}"); else cmd=("${serial[@]}"); fi
     rc=0; "${cmd[@]}" "${common[@]}" --batch "$b" --epochs 1 --test 100 --csv none >"$BENCH_TMP/probe.out" 2>&1 || rc=$?
     [ $rc = 0 ] && continue
+    ! grep -q 'training diverged' "$BENCH_TMP/probe.out" || continue   # it fits; the sweep records the divergence
     refused=$(grep -m 1 'not enough memory' "$BENCH_TMP/probe.out") && [ $rc = 2 ] ||
       { cat "$BENCH_TMP/probe.out" >&2; die "the one-epoch probe of $([ $who = serial ] && echo serial || echo "$label") at batch $b failed (exit $rc)"; }
     break
@@ -148,11 +152,33 @@ echo "tta-sweep: $data$([ "$train" -eq 0 ] || echo " (first $train)"), target $t
      "lr $lr x batch / $base, warm-up $warmup epoch(s); batches $batches; seeds $seeds; rows -> $csv"
 echo "tta-sweep: strategy $label: $why"
 echo "tta-sweep: $BENCH_TOTAL runs, about $((est / 60)) min $((est % 60)) s estimated"
+# a run whose loss diverges (the scaled rate too large for its batch) writes no row: the
+# trainers exit 1 with "training diverged at epoch E". It did not reach the target: its
+# line goes to --diverged FILE (side, label, batch, seed, rate, cap, epoch), which the
+# figure and the report count as not reached; any other failure ends the sweep.
+[ -s "$diverged" ] || printf 'side\tlabel\tbatch\tseed\tlr\tcap\tepoch\n' >"$diverged"
+tta_run() {   # SIDE LABEL BATCH SEED CMD...: bench_run in a subshell, so a divergence is not fatal
+  local side=$1 name=$2 b=$3 s=$4 rc=0 e; shift 4
+  ( bench_run "$name b$b s$s" "$@" "${common[@]}" --batch "$b" --seed "$s" ) >"$BENCH_TMP/run.out" 2>"$BENCH_TMP/run.err" || rc=$?
+  BENCH_K=$((BENCH_K + 1))
+  cat "$BENCH_TMP/run.out"   # the subshell saw BENCH_BUSY: the busy line comes once
+  ! grep -q '^bench: the machine is busy' "$BENCH_TMP/run.out" || BENCH_BUSY=1
+  [ $rc = 0 ] && return 0
+  e=$(sed -n 's/.*training diverged at epoch \([0-9]*\).*/\1/p' "$BENCH_TMP/run.err" | head -n 1)
+  if [ $rc = 1 ] && [ -n "$e" ]; then
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$side" "$name" "$b" "$s" \
+      "$(awk -v l="$lr" -v b="$b" -v b0="$base" 'BEGIN { printf "%g", l * b / b0 }')" "$epochs" "$e" >>"$diverged"
+    echo "[$BENCH_K/$BENCH_TOTAL] $name b$b s$s  diverged at epoch $e: not reached (no row; -> $diverged)"
+    return 0
+  fi
+  cat "$BENCH_TMP/run.err" >&2
+  exit 1
+}
 for s in $seeds; do
   for b in $batches; do
-    bench_run "serial b$b s$s" "${serial[@]}" "${common[@]}" --batch "$b" --seed "$s"
-    bench_run "$label b$b s$s" "${strategy[@]}" "${common[@]}" --batch "$b" --seed "$s"
+    tta_run serial serial "$b" "$s" "${serial[@]}"
+    tta_run best "$label" "$b" "$s" "${strategy[@]}"
   done
 done
 echo
-"$PY" scripts/tta_sweep.py table "$csv"
+"$PY" scripts/tta_sweep.py table "$csv" "$diverged"

@@ -3,7 +3,8 @@
 # median with min-max bars over the seeds that reached it) and, beside them, the
 # per-epoch speedup of the strategy over serial at each batch. A side that reached the
 # target with no seed at a batch is an open marker at the cap (epochs) or at its run time
-# (seconds), labelled "not reached": never a zero; one that some seeds reached is the
+# (seconds; a run that diverged has no row and no time: only its epochs marker), labelled
+# "not reached": never a zero; one that some seeds reached is the
 # median of those, labelled "k/n reached".
 #
 # Driven by scripts/plot.sh (plot_tta), which writes the data with scripts/tta_sweep.py dat:
@@ -25,9 +26,9 @@ if (!exists("partial")) partial = 1       # ... with a side some seeds reached i
 set datafile missing "?"
 
 if (strstrt(GPVAL_TERMINALS, "pngcairo") > 0) {
-    set terminal pngcairo size 1800,600 enhanced font "Sans,11" linewidth 1.5
+    set terminal pngcairo size 1800,660 enhanced font "Sans,11" linewidth 1.5
 } else {
-    set terminal png size 1800,600 font "Sans,11" linewidth 2
+    set terminal png size 1800,660 font "Sans,11" linewidth 2
 }
 set output out
 set multiplot layout 1,3 title sprintf("Time to %s %% test accuracy vs global batch — %s", target, subtitle) noenhanced
@@ -36,7 +37,8 @@ set logscale x 2
 set format x "%.0f"
 set offsets graph 0.06, graph 0.06, graph 0.12, 0
 set xlabel "global batch (log2)"
-set key top left box opaque noenhanced samplen 2 font ",10"
+set key below box noenhanced samplen 2 font ",10" maxrows 2   # below: the cap markers are at the top
+set bmargin 9
 S = "serial (1 core)"
 B = best
 NR = "not reached (at the cap)"
@@ -78,7 +80,6 @@ set title "per-epoch speedup of the best strategy over serial"
 set ylabel "serial epoch time / its epoch time"
 set yrange [0:*]
 set offsets graph 0.06, graph 0.06, graph 0.12, 0
-set key top left
 plot dat using 1:18 with linespoints lc rgb "#2ca02c" pt 7 title B, \
      dat using 1:18:(sprintf("%.2fx", $18)) with labels offset 0,1 font ",9" notitle, \
      1 with lines dt 3 lc rgb "#888888" title "serial"

@@ -34,7 +34,8 @@
 #   tta             tta.csv -> tta.png: epochs and seconds to the target accuracy vs the
 #                   global batch, serial and the best strategy (median, min-max over seeds;
 #                   not reached: a marker at the cap), and the per-epoch speedup beside
-#                   (scripts/tta_sweep.py dat writes tta.dat, plots/tta.gp draws it)
+#                   (scripts/tta_sweep.py dat writes tta.dat from it and tta-diverged.txt,
+#                   plots/tta.gp draws it)
 # The titles' core and node counts are the ones the run assumed: DIR/machine.json
 # (run_all.sh writes it; --cores N, a hostfile or Slurm may differ from this machine),
 # else nproc; the MPI figures count the rank slots (several nodes: their sum).
@@ -173,7 +174,7 @@ plot_model() {
 plot_tta() {
   local csv=$results/tta.csv out=$plots/tta.png vars
   [ -s "$csv" ] || { skipped tta.png "$csv missing or empty (run_all.sh --only tta)"; return 0; }
-  vars=$("$PY" scripts/tta_sweep.py dat "$csv" "$results/tta.dat")
+  vars=$("$PY" scripts/tta_sweep.py dat "$csv" "$results/tta.dat" "$results/tta-diverged.txt")
   case $? in 0) ;; 1) skipped tta.png "no usable rows in $csv"; return 0 ;; *) return 1 ;; esac
   local tta_n tta_best tta_target tta_unreached tta_partial
   eval "$vars"   # tta_n=N tta_best='...' tta_target='...' tta_unreached=N tta_partial=N (our own script's)

@@ -402,7 +402,7 @@ tta_sweep() {
   have_data $data || return 3
   read -r -a args <<<"$(by_mode "" "--quick" "--smoke")"
   bench '/^batch  lr/,$p' bench/tta-sweep.sh "${args[@]}" --cores "$C" --results "$RESULTS" \
-    --csv "$results/tta.csv" --best "$results/tta-best.txt" || return 1
+    --csv "$results/tta.csv" --best "$results/tta-best.txt" --diverged "$results/tta-diverged.txt" || return 1
   note "strategy: $(cut -f1 "$results/tta-best.txt")"
 }
 

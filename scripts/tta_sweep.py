@@ -7,14 +7,14 @@ figure and the report agree:
             bench-openmp.csv, bench-mpi.csv, bench-hybrid.csv (speedup over serial's
             epoch at the same batch in the same file, by column name), else mpi allreduce
             at P = C; one tab-separated line: program, variant, ranks, threads, why
-  summary   tta.csv -> per (batch, side) the medians with min and max over seeds
+  summary   tta.csv (and tta-diverged.txt: runs whose loss diverged, no row) -> per (batch, side) the medians with min and max over seeds
   stops     the batch at which seconds-to-target stops falling (defined at stops_falling)
   table     tta.csv -> the sweep's closing table
   dat       tta.csv -> the figure's data file (plots/tta.gp); exit 1: no rows
 
   python3 scripts/tta_sweep.py best --results DIR --cores C
-  python3 scripts/tta_sweep.py table TTA.CSV
-  python3 scripts/tta_sweep.py dat TTA.CSV OUT.DAT
+  python3 scripts/tta_sweep.py table TTA.CSV [DIVERGED.TXT]
+  python3 scripts/tta_sweep.py dat TTA.CSV OUT.DAT [DIVERGED.TXT]
 Python 3 standard library only.
 """
 
@@ -70,7 +70,8 @@ def best(results, cores):
                 scores[key] = (g, name, sorted(by_batch, key=int))
     if not scores:
         return ("mpi", "allreduce", cores, 1,
-                f"no {', '.join(STRATEGY_CSVS)} rows at {cores} workers in {results}: mpi allreduce at P = C, the default")
+                f"no {', '.join(STRATEGY_CSVS)} rows at {cores} workers in this run's results: mpi allreduce at P = C, "
+                "the default")
     key = max(scores, key=lambda k: scores[k][0])
     g, name, batches = scores[key]
     return key + (f"fastest per epoch at {cores} workers in {name}: {g:.2f}x serial "
@@ -97,9 +98,9 @@ def peak_lr(row):
     return lr
 
 
-def table(rows):
+def table(rows, diverged=()):
     """the sweep's closing table (bench/tta-sweep.sh), one line per batch"""
-    s = summary(rows)
+    s = summary(rows, diverged)
     lines = ["batch  lr      serial: epochs, s to target (median; reached)   best: epochs, s to target"]
     for b in sorted(s):
         cells = []
@@ -110,14 +111,17 @@ def table(rows):
             elif x["reached"]:
                 cells.append(f"{x['epochs'][0]:g} ep, {x['seconds'][0]:.1f} s ({x['reached']}/{x['runs']})")
             else:
-                cells.append(f"not reached in {x['cap']} ep (0/{x['runs']})")
+                cells.append(f"not reached in {x['cap']} ep (0/{x['runs']}"
+                             + (f"; {len(x['diverged'])} diverged)" if x["diverged"] else ")"))
         lr = next(iter(s[b].values()))["lr"]
         lines.append(f"{b:<6} {lr:<7.4g} {cells[0]:<44} {cells[1]}")
     return "\n".join(lines)
 
 
 def read_rows(path):
-    """the sweep's rows (tta.csv)"""
+    """the sweep's rows (tta.csv); [] when it is missing (every run diverged)"""
+    if not os.path.isfile(path):
+        return []
     return P.read_csv(path, need=("program", "variant", "ranks", "threads", "batch", "lr", "seed", "epochs",
                                   "target_accuracy", "epochs_to_target", "seconds_to_target",
                                   "epoch_seconds_median"))
@@ -133,26 +137,47 @@ def spread(values):
     return (P.median(vals), vals[0], vals[-1]) if vals else None
 
 
-def summary(rows):
-    """{batch: {side: {...}}}: per batch and side (serial, best) the runs, the reached
-    count, median/min/max of epochs and seconds to target over the seeds that reached it,
-    the median epoch time, the cap (epochs run), the lr and the strategy's label"""
+def read_diverged(path):
+    """the runs whose loss diverged (bench/tta-sweep.sh --diverged FILE: a header, then
+    side, label, batch, seed, lr, cap, epoch tab-separated); [] when the file is missing"""
+    if not path or not os.path.isfile(path):
+        return []
+    out = []
+    with open(path) as f:
+        lines = f.read().splitlines()
+    for n, line in enumerate(lines[1:], 2):
+        cells = line.split("\t")
+        if len(cells) != 7 or cells[0] not in ("serial", "best"):
+            raise ValueError(f"{path}: line {n}: not 'side<TAB>label<TAB>batch<TAB>seed<TAB>lr<TAB>cap<TAB>epoch'")
+        out.append(dict(zip(("side", "label", "batch", "seed", "lr", "cap", "epoch"), cells)))
+    return out
+
+
+def summary(rows, diverged=()):
+    """{batch: {side: {...}}}: per batch and side (serial, best) the rows, the runs (rows
+    and diverged runs), the reached count, median/min/max of epochs and seconds to target
+    over the seeds that reached it, the median epoch time, the cap (epochs run), the peak
+    lr, the strategy's label and the diverged runs' epochs"""
     out = {}
     for r in rows:
         b = int(r["batch"])
-        s = out.setdefault(b, {}).setdefault(side(r), {"rows": []})
+        s = out.setdefault(b, {}).setdefault(side(r), {"rows": [], "diverged": []})
         s["rows"].append(r)
+    for d in diverged:
+        s = out.setdefault(int(d["batch"]), {}).setdefault(d["side"], {"rows": [], "diverged": []})
+        s["diverged"].append(d)
     for b, sides in out.items():
         for name, s in sides.items():
-            rs = s["rows"]
+            rs, dv = s["rows"], s["diverged"]
             reached = [r for r in rs if P.num(r["epochs_to_target"]) is not None]
-            s["runs"], s["reached"] = len(rs), len(reached)
+            s["runs"], s["reached"] = len(rs) + len(dv), len(reached)
             s["epochs"] = spread(P.num(r["epochs_to_target"]) for r in reached)
             s["seconds"] = spread(P.num(r["seconds_to_target"]) for r in reached)
             s["epoch_s"] = P.median(P.num(r["epoch_seconds_median"]) for r in rs)
-            s["cap"] = max(int(r["epochs"]) for r in rs)
-            s["lr"] = peak_lr(rs[0])
-            s["label"] = label(rs[0]["program"], rs[0]["variant"], rs[0]["ranks"], rs[0]["threads"])
+            s["cap"] = max([int(r["epochs"]) for r in rs] + [int(d["cap"]) for d in dv])
+            s["lr"] = peak_lr(rs[0]) if rs else P.num(dv[0]["lr"])
+            s["label"] = (label(rs[0]["program"], rs[0]["variant"], rs[0]["ranks"], rs[0]["threads"]) if rs
+                          else dv[0]["label"])
     return out
 
 
@@ -185,17 +210,20 @@ def grows(points):
     return "not monotonic"
 
 
-def same_epochs(rows):
+def same_epochs(rows, diverged=()):
     """(pairs with equal epochs_to_target, pairs): serial against the strategy at each
-    (batch, seed) both ran; both not reaching the target counts as equal"""
+    (batch, seed) both ran; both not reaching the target (a diverged run did not) counts
+    as equal"""
     by = {}
     for r in rows:
         by.setdefault((r["batch"], r["seed"]), {}).setdefault(side(r), r["epochs_to_target"])
+    for d in diverged:
+        by.setdefault((d["batch"], d["seed"]), {}).setdefault(d["side"], "")
     pairs = [v for v in by.values() if len(v) == 2]
     return sum(v["serial"] == v["best"] for v in pairs), len(pairs)
 
 
-def dat(rows, out):
+def dat(rows, out, diverged=()):
     """the figure's data (plots/tta.gp), one line per batch, '?' where there is no number
     (gnuplot's missing value). Per side (serial, then best): epochs to target median min
     max, seconds to target median min max (over the seeds that reached it), and, when no
@@ -204,7 +232,7 @@ def dat(rows, out):
     cap where a side reached it with no seed (the "not reached" label's height).
     Returns the shell words plot.sh evaluates: tta_n, tta_best, tta_target, tta_unreached,
     tta_partial."""
-    s = summary(rows)
+    s = summary(rows, diverged)
     lines = ["# batch  serial: ep med min max, s med min max, cap_ep cap_s  best: the same"
              "  epoch_speedup  serial_reached best_reached runs  unreached_cap"]
 
@@ -215,7 +243,7 @@ def dat(rows, out):
         cells = [f"{v:g}" for v in e] if e else ["?"] * 3
         cells += [f"{v:.4f}" for v in t] if t else ["?"] * 3
         if x["reached"] == 0:
-            total = P.median(P.num(r.get("total_seconds")) for r in x["rows"])
+            total = P.median(P.num(r.get("total_seconds")) for r in x["rows"])   # None: all diverged
             cells += [str(x["cap"]), f"{total:.4f}" if total is not None else "?"]
         else:
             cells += ["?", "?"]
@@ -232,6 +260,8 @@ def dat(rows, out):
         f.write("\n".join(lines) + "\n")
     best_label = next((x["best"]["label"] for x in s.values() if "best" in x), "none")
     target = next((f"{P.num(r['target_accuracy']):g}" for r in rows if P.num(r.get("target_accuracy")) is not None), "?")
+    if not lines[1:]:
+        return None
     # how many batches have a not-reached or a partly reached side: gnuplot draws a label
     # layer only when it has points (an all-missing labels layer can crash gnuplot 5.4)
     ks = [(x["reached"], x["runs"]) for v in s.values() for x in v.values()]
@@ -250,19 +280,21 @@ def main(argv):
             return 2
         print("\t".join(str(x) for x in best(argv[2], cores)))
         return 0
-    if len(argv) == 2 and argv[0] == "table":
+    if len(argv) in (2, 3) and argv[0] == "table":
         try:
-            print(table(read_rows(argv[1])))
+            print(table(read_rows(argv[1]), read_diverged(argv[2] if len(argv) == 3 else None)))
         except (P.CSVError, ValueError) as e:
             print(f"tta_sweep: {e}", file=sys.stderr)
             return 1
         return 0
-    if len(argv) == 3 and argv[0] == "dat":
+    if len(argv) in (3, 4) and argv[0] == "dat":
         try:
             rows = read_rows(argv[1])
-            if not rows:
+            diverged = read_diverged(argv[3] if len(argv) == 4 else None)
+            words = dat(rows, argv[2], diverged) if rows or diverged else None
+            if words is None:
                 return 1
-            print(dat(rows, argv[2]))
+            print(words)
         except (P.CSVError, OSError, ValueError) as e:
             print(f"tta_sweep: {e}", file=sys.stderr)
             return 1

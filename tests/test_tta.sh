@@ -8,7 +8,8 @@
 #   to target are serial's, the figure is drawn and the report has the section.
 # - the strategy is read from a bench CSV by column name when one has C-worker rows.
 # - bad input: one line, exit 2, nothing written; every batch refused by the memory check:
-#   the same.
+#   the same. A run whose loss diverges is recorded (tta-diverged.txt), not fatal, and the
+#   report says "diverged".
 # - the report section from tests/fixtures/tta.csv (a batch no serial seed reached, one
 #   two of three best seeds reached): the table, the "stops falling" batches the fixture
 #   was built for (serial 128, best 256), 16 of 18 equal pairs; the figure's data puts the
@@ -81,6 +82,20 @@ rc=$?
 check "every batch refused by the memory check: exit 2, one line, no tta.csv or tta-best.txt" \
   "exit $rc: $(cat "$TMP/m.err")" [ $rc = 2 -a "$(grep -c . "$TMP/m.err")" = 1 -a ! -e "$TMP/m/tta.csv" -a ! -e "$TMP/m/tta-best.txt" ]
 grep -q 'no batch of .* fits the memory' "$TMP/m.err" || fail "the memory line names the problem" "$(cat "$TMP/m.err")"
+
+# ---- a run whose loss diverges: not fatal, recorded in tta-diverged.txt, "diverged" in the
+# report (Fashion-MNIST 10k at batch 4096, rate 1.92: both sides diverge at epoch 6, seed 1)
+D=$TMP/d; mkdir -p "$D"
+timeout $LIMIT bench/tta-sweep.sh --quick --batches 4096 --test 500 --cores 2 --results "$D" >"$TMP/d.out" 2>&1
+rc=$?
+got=$(cut -f1,3,4,5,6,7 "$D/tta-diverged.txt" 2>&1 | tr '\t' ' ' | paste -sd' ')
+check "diverging runs: exit 0, both in tta-diverged.txt (batch 4096, seed 1, rate 1.92, cap 6, epoch 6), no row" \
+  "exit $rc: $got; $(tail -n 3 "$TMP/d.out")" \
+  [ $rc = 0 -a "$got" = "side batch seed lr cap epoch serial 4096 1 1.92 6 6 best 4096 1 1.92 6 6" -a ! -s "$D/tta.csv" ]
+cp tests/fixtures/tta.csv "$D/"   # beside the fixture's rows, batch 4096 is diverged on both sides
+"$PARTRAIN_PYTHON" scripts/report.py --results "$D" --plots "$D" --out "$D/REPORT.md" >/dev/null 2>&1
+check "the report: batch 4,096 'diverged (epoch 6)' on both sides, counted as not reached (0/1)" \
+  "$(grep -F '| 4,096 |' "$D/REPORT.md")" grep -qF '| 4,096 | 1.92 | diverged (epoch 6) | diverged (epoch 6) | diverged (epoch 6) | diverged (epoch 6) | 0/1 / 0/1 |' "$D/REPORT.md"
 
 # ---- the report section and the figure's data from the fixture
 F=$TMP/f; mkdir -p "$F"

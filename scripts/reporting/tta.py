@@ -13,14 +13,20 @@ import tta_sweep as T
 def tta(d):
     i = d.i
     d.add("## Time to accuracy", "")
+    try:
+        diverged = T.read_diverged(i.path("tta-diverged.txt"))
+    except (ValueError, OSError) as e:
+        d.para(f"(runs that diverged not counted: {e})")
+        diverged = []
     rows = i.rows("tta.csv")
-    if rows is None:
+    if rows is None and not diverged:
         d.para(i.missing("tta.csv"))
         return
     if not rows:
-        d.para(f"not measured in this run: {i.path('tta.csv')} has no rows")
+        d.para(f"not measured in this run: no rows in {i.path('tta.csv')}"
+               + (f"; {len(diverged)} run(s) diverged (tta-diverged.txt)" if diverged else ""))
         return
-    s = T.summary(rows)
+    s = T.summary(rows, diverged)
     first = rows[0]
     target = T.P.num(first["target_accuracy"])
     best_line = (i.text("tta-best.txt") or "").strip().split("\t")
@@ -43,15 +49,18 @@ def tta(d):
                      cell(bst, "seconds"), " / ".join(f"{x['reached']}/{x['runs']}" if x else "–" for x in (ser, bst))])
     d.table(["batch", "lr", "serial epochs", "serial s to target", f"{label or 'best'} epochs",
              f"{label or 'best'} s to target", "reached (serial / best)"], body)
-    d.para("Median [min–max] over the seeds that reached the target; \"not reached\" when none did within the cap. "
-           "Rows: DIR/tta.csv (the trainers' schema).")
-    d.shows(findings(rows, s, label))
+    d.para("Median [min–max] over the seeds that reached the target; \"not reached\" when none did within the cap, "
+           "\"diverged\" when every run's loss did. Rows: tta.csv (the trainers' schema); runs that diverged: "
+           "tta-diverged.txt.")
+    d.shows(findings(rows, s, label, diverged))
 
 
 def cell(x, key):
     if not x:
         return "–"
     if not x["reached"]:
+        if x["diverged"] and not x["rows"]:
+            return f"diverged (epoch {', '.join(sorted({v['epoch'] for v in x['diverged']}, key=int))})"
         return f"not reached ({x['cap']} epochs)"
     med, lo, hi = x[key]
     fmt = "{:g}" if key == "epochs" else "{:.1f}"
@@ -59,8 +68,11 @@ def cell(x, key):
     return text if lo == hi else f"{text} [{fmt.format(lo)}–{fmt.format(hi)}]"
 
 
-def findings(rows, s, label):
+def findings(rows, s, label, diverged):
     out = []
+    if diverged:
+        out.append(f"{len(diverged)} run(s) diverged (loss not finite: the scaled rate too large for the batch; "
+                   f"no row, counted as not reached): batch {', '.join(sorted({v['batch'] for v in diverged}, key=int))}.")
     for side, name in (("serial", "serial"), ("best", label)):
         pts = [(b, s[b][side]["seconds"][0] if side in s[b] and s[b][side]["reached"] else None) for b in s]
         stop = T.stops_falling(pts)
@@ -81,7 +93,7 @@ def findings(rows, s, label):
         out.append(f"Epochs to target {'grow' if g == 'yes' else 'do not grow' if g == 'no' else 'are not monotonic'} "
                    f"with the batch (serial: {reached[0][1]:g} at {reached[0][0]:,}, {reached[-1][1]:g} at "
                    f"{reached[-1][0]:,}).")
-    same, pairs = T.same_epochs(rows)
+    same, pairs = T.same_epochs(rows, diverged)
     if pairs:
         out.append(f"The data-parallel {label} needed serial's epochs to target in {same} of {pairs} (batch, seed) pairs"
                    + (", as its equal maths says." if same == pairs else
