@@ -6,7 +6,7 @@
 # Usage: ./run_all.sh [--quick | --smoke] [--only LIST] [--steps LIST] [--results DIR]
 #                     [--fresh] [--with-torch] [--no-setup] [--list-steps] [--plan]
 #                     [--cores N] [--hostfile FILE] [--threads-list L] [--ranks-list L] [--grid L]
-#   (no mode)       the full sweep -> results/, figures in plots/ (30-40 minutes on 2 cores)
+#   (no mode)       the full sweep -> results/, figures in plots/ (40-50 minutes on 2 cores)
 #   --quick         a few minutes: subsets, fewer epochs and points -> results/quick/
 #   --smoke         every step in seconds on 1,000 MNIST digits, the threads list whole,
 #                   ranks and P x T capped as --quick -> results/smoke/ (1-3 min on 2 cores)
