@@ -403,7 +403,7 @@ tta_sweep() {
   read -r -a args <<<"$(by_mode "" "--quick" "--smoke")"
   bench '/^batch  lr/,$p' bench/tta-sweep.sh "${args[@]}" --cores "$C" --results "$RESULTS" \
     --csv "$results/tta.csv" --best "$results/tta-best.txt" --diverged "$results/tta-diverged.txt" || return 1
-  note "strategy: $(cut -f1 "$results/tta-best.txt")"
+  note "strategy: $(cut -f1,2 "$results/tta-best.txt" | sed 's/\t/: /')"
 }
 
 # --- plots and report ---
