@@ -23,6 +23,8 @@ LIMIT=$((300 * SLOWDOWN))
 for b in serial/serial mpi/mpi; do
   [ -x $b ] || { fail "$b built" "missing (make all)"; finish; }
 done
+# the sweep's default strategy is mpi allreduce at P = C
+command -v mpirun >/dev/null || { skip "the tta sweep" "mpirun missing (apt-get install openmpi-bin)"; finish; }
 
 # ---- the step in --smoke
 R=$TMP/ra
