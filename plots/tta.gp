@@ -10,8 +10,9 @@
 # Driven by scripts/plot.sh (plot_tta), which writes the data with scripts/tta_sweep.py dat:
 #   gnuplot -e "dat='results/tta.dat'; out='plots/tta.png'; best='mpi allreduce P=2'; \
 #               target='84'; subtitle='...'" plots/tta.gp
-# unreached, partial (counts, from the same script): the label layers are drawn only when
-# they have points (gnuplot 5.4 can crash on a labels layer whose points are all missing).
+# unreached_*, partial_* (counts per side, from the same script): the marker and label
+# layers are drawn only when they have points (gnuplot 5.4 can crash on a labels layer
+# whose points are all missing).
 # dat columns: 1 batch; serial 2-4 epochs med min max, 5-7 seconds med min max, 8 cap,
 # 9 run time when not reached; best 10-17 the same; 18 per-epoch speedup; 19, 20 the
 # reached counts; 21 runs per side; 22 the cap where a side reached it with no seed.
@@ -21,8 +22,11 @@ if (!exists("out")) out = 'plots/tta.png'
 if (!exists("best")) best = 'best strategy'
 if (!exists("target")) target = '?'
 if (!exists("subtitle")) subtitle = ''
-if (!exists("unreached")) unreached = 1   # batches with a side no seed reached the target at
-if (!exists("partial")) partial = 1       # ... with a side some seeds reached it at
+# batches where serial (the strategy) reached the target with no seed, with some seeds
+if (!exists("unreached_serial")) unreached_serial = 1
+if (!exists("unreached_best")) unreached_best = 1
+if (!exists("partial_serial")) partial_serial = 1
+if (!exists("partial_best")) partial_best = 1
 set datafile missing "?"
 
 if (strstrt(GPVAL_TERMINALS, "pngcairo") > 0) {
@@ -50,12 +54,13 @@ set ylabel "epochs"
 set yrange [0:*]
 cmd = 'plot dat using 1:2:3:4 with yerrorlines lc rgb "#1f77b4" pt 7 title S, ' . \
       'dat using ($1*1.06):10:11:12 with yerrorlines lc rgb "#d62728" pt 5 title B'
-if (unreached > 0) cmd = cmd . \
-      ', dat using 1:8 with points lc rgb "#1f77b4" pt 6 ps 2 title "serial ".NR' . \
-      ', dat using ($1*1.06):16 with points lc rgb "#d62728" pt 4 ps 2 title "best ".NR' . \
+if (unreached_serial > 0) cmd = cmd . ', dat using 1:8 with points lc rgb "#1f77b4" pt 6 ps 2 title "serial ".NR'
+if (unreached_best > 0) cmd = cmd . ', dat using ($1*1.06):16 with points lc rgb "#d62728" pt 4 ps 2 title "best ".NR'
+if (unreached_serial + unreached_best > 0) cmd = cmd . \
       ', dat using 1:22:("not reached") with labels offset 0,1.2 font ",9" notitle'
-if (partial > 0) cmd = cmd . \
-      ', dat using ($1*1.06):(($20 > 0 && $20 < $21) ? $10 : NaN):(sprintf("%d/%d reached", $20, $21)) with labels offset 0,-1.2 font ",9" tc rgb "#d62728" notitle' . \
+if (partial_best > 0) cmd = cmd . \
+      ', dat using ($1*1.06):(($20 > 0 && $20 < $21) ? $10 : NaN):(sprintf("%d/%d reached", $20, $21)) with labels offset 0,-1.2 font ",9" tc rgb "#d62728" notitle'
+if (partial_serial > 0) cmd = cmd . \
       ', dat using 1:(($19 > 0 && $19 < $21) ? $2 : NaN):(sprintf("%d/%d reached", $19, $21)) with labels offset 0,1.2 font ",9" tc rgb "#1f77b4" notitle'
 eval cmd
 
@@ -67,11 +72,11 @@ set offsets graph 0.06, graph 0.06, 0, 0
 set format y "%g"
 cmd = 'plot dat using 1:5:6:7 with yerrorlines lc rgb "#1f77b4" pt 7 title S, ' . \
       'dat using ($1*1.06):13:14:15 with yerrorlines lc rgb "#d62728" pt 5 title B'
-if (unreached > 0) cmd = cmd . \
-      ', dat using 1:9 with points lc rgb "#1f77b4" pt 6 ps 2 title "serial ".NR." (its run time)"' . \
-      ', dat using ($1*1.06):17 with points lc rgb "#d62728" pt 4 ps 2 title "best ".NR." (its run time)"'
-if (partial > 0) cmd = cmd . \
-      ', dat using ($1*1.06):(($20 > 0 && $20 < $21) ? $13 : NaN):(sprintf("%d/%d reached", $20, $21)) with labels offset 0,-1.2 font ",9" tc rgb "#d62728" notitle' . \
+if (unreached_serial > 0) cmd = cmd . ', dat using 1:9 with points lc rgb "#1f77b4" pt 6 ps 2 title "serial ".NR." (its run time)"'
+if (unreached_best > 0) cmd = cmd . ', dat using ($1*1.06):17 with points lc rgb "#d62728" pt 4 ps 2 title "best ".NR." (its run time)"'
+if (partial_best > 0) cmd = cmd . \
+      ', dat using ($1*1.06):(($20 > 0 && $20 < $21) ? $13 : NaN):(sprintf("%d/%d reached", $20, $21)) with labels offset 0,-1.2 font ",9" tc rgb "#d62728" notitle'
+if (partial_serial > 0) cmd = cmd . \
       ', dat using 1:(($19 > 0 && $19 < $21) ? $5 : NaN):(sprintf("%d/%d reached", $19, $21)) with labels offset 0,1.2 font ",9" tc rgb "#1f77b4" notitle'
 eval cmd
 unset logscale y

@@ -177,8 +177,8 @@ plot_tta() {
   vars=$("$PY" scripts/tta_sweep.py dat "$csv" "$results/tta.dat" "$results/tta-diverged.txt")
   case $? in 0) ;; 1) skipped tta.png "no usable rows in $csv"; return 0 ;; *) return 1 ;; esac
   local tta_n tta_best tta_target tta_unreached tta_partial
-  eval "$vars"   # tta_n=N tta_best='...' tta_target='...' tta_unreached=N tta_partial=N (our own script's)
-  gnuplot -e "dat='$results/tta.dat'; out='$out'; best='$tta_best'; target='$tta_target'; unreached=$tta_unreached; partial=$tta_partial; subtitle='$cores cores, $(basename "$csv")'" \
+  eval "$vars"   # tta_n=N tta_best='...' tta_target='...' tta_unreached='S B' tta_partial='S B' (our own script's)
+  gnuplot -e "dat='$results/tta.dat'; out='$out'; best='$tta_best'; target='$tta_target'; unreached_serial=${tta_unreached% *}; unreached_best=${tta_unreached#* }; partial_serial=${tta_partial% *}; partial_best=${tta_partial#* }; subtitle='$cores cores, $(basename "$csv")'" \
     plots/tta.gp || return 1
   drawn "$out ($tta_n batch(es) from $csv)"
 }

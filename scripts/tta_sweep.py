@@ -230,8 +230,9 @@ def dat(rows, out, diverged=()):
     seed reached it, the cap and the median run time (the not-reached marker); then the
     per-epoch speedup of best over serial, the reached counts, the runs per side and the
     cap where a side reached it with no seed (the "not reached" label's height).
-    Returns the shell words plot.sh evaluates: tta_n, tta_best, tta_target, tta_unreached,
-    tta_partial."""
+    Returns the shell words plot.sh evaluates: tta_n, tta_best, tta_target, tta_unreached
+    and tta_partial ('SERIAL BEST': batches where that side reached the target with no
+    seed, with some seeds)."""
     s = summary(rows, diverged)
     lines = ["# batch  serial: ep med min max, s med min max, cap_ep cap_s  best: the same"
              "  epoch_speedup  serial_reached best_reached runs  unreached_cap"]
@@ -264,11 +265,18 @@ def dat(rows, out, diverged=()):
         return None
     # how many batches have a not-reached or a partly reached side: gnuplot draws a label
     # layer only when it has points (an all-missing labels layer can crash gnuplot 5.4)
-    ks = [(x["reached"], x["runs"]) for v in s.values() for x in v.values()]
-    unreached = sum(k == 0 for k, _ in ks)
-    partial = sum(0 < k < n for k, n in ks)
-    return (f"tta_n={len(s)} tta_best='{best_label}' tta_target='{target}' tta_unreached={unreached} "
-            f"tta_partial={partial}")
+    def count(name, test):
+        return sum(test(v[name]["reached"], v[name]["runs"]) for v in s.values() if name in v)
+
+    def unreached(k, n):
+        return k == 0
+
+    def partial(k, n):
+        return 0 < k < n
+
+    return (f"tta_n={len(s)} tta_best='{best_label}' tta_target='{target}' "
+            f"tta_unreached='{count('serial', unreached)} {count('best', unreached)}' "
+            f"tta_partial='{count('serial', partial)} {count('best', partial)}'")
 
 
 def main(argv):
