@@ -39,7 +39,9 @@ set multiplot layout 1,3 title sprintf("Time to %s %% test accuracy vs global ba
 set grid lc rgb "#c8c8c8"
 set logscale x 2
 set format x "%.0f"
-set offsets graph 0.06, graph 0.06, graph 0.12, 0
+stats dat using 1 nooutput   # every batch in every panel, a side with no numbers there too
+set xrange [STATS_min / 1.4 : STATS_max * 1.4]
+set offsets 0, 0, graph 0.12, 0
 set xlabel "global batch (log2)"
 set key below box noenhanced samplen 2 font ",10" maxrows 2   # below: the cap markers are at the top
 set bmargin 9
@@ -68,7 +70,7 @@ set title "seconds to target (median, min-max over seeds)"
 set ylabel "seconds (log scale)"
 set logscale y
 set yrange [*:*]
-set offsets graph 0.06, graph 0.06, 0, 0
+set offsets 0, 0, 0, 0
 set format y "%g"
 cmd = 'plot dat using 1:5:6:7 with yerrorlines lc rgb "#1f77b4" pt 7 title S, ' . \
       'dat using ($1*1.06):13:14:15 with yerrorlines lc rgb "#d62728" pt 5 title B'
@@ -84,7 +86,7 @@ unset logscale y
 set title "per-epoch speedup of the best strategy over serial"
 set ylabel "serial epoch time / its epoch time"
 set yrange [0:*]
-set offsets graph 0.06, graph 0.06, graph 0.12, 0
+set offsets 0, 0, graph 0.12, 0
 plot dat using 1:18 with linespoints lc rgb "#2ca02c" pt 7 title B, \
      dat using 1:18:(sprintf("%.2fx", $18)) with labels offset 0,1 font ",9" notitle, \
      1 with lines dt 3 lc rgb "#888888" title "serial"
