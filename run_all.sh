@@ -6,12 +6,12 @@
 # Usage: ./run_all.sh [--quick | --smoke] [--only LIST] [--steps LIST] [--results DIR]
 #                     [--fresh] [--with-torch] [--no-setup] [--list-steps] [--plan]
 #                     [--cores N] [--hostfile FILE] [--threads-list L] [--ranks-list L] [--grid L]
-#   (no mode)       the full sweep -> results/, figures in plots/ (30-40 minutes on 2 cores)
+#   (no mode)       the full sweep -> results/, figures in plots/ (40-50 minutes on 2 cores)
 #   --quick         a few minutes: subsets, fewer epochs and points -> results/quick/
 #   --smoke         every step in seconds on 1,000 MNIST digits, the threads list whole,
 #                   ranks and P x T capped as --quick -> results/smoke/ (1-3 min on 2 cores)
 #   --only LIST     only these groups (comma-separated): serial openmp mpi hybrid cuda cnn
-#                   imagesize model; the plots and report steps always run
+#                   imagesize model tta; the plots and report steps always run
 #   --steps LIST    only these steps (ids as --list-steps prints them) of the --only groups
 #   --results DIR   where the CSVs, logs, skipped.txt and REPORT.md go; a relative DIR is
 #                   taken from the directory run_all.sh is called from (as is --hostfile)
@@ -36,7 +36,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")" || exit 2
 
 . scripts/lib.sh                  # PARTRAIN_PYTHON (the one place it is chosen), LOCK, the sweeps
 PY=$PARTRAIN_PYTHON
-ALL_GROUPS=(serial openmp mpi hybrid cuda cnn imagesize model)
+ALL_GROUPS=(serial openmp mpi hybrid cuda cnn imagesize model tta)
 mode=full only="" results="" fresh=0 with_torch=0 setup=1 list_steps=0 plan=0 steps_only=""
 REAL_CORES=$(nproc)   # what runs oversubscribed is decided by this, never by --cores
 
@@ -265,6 +265,9 @@ if group imagesize; then
 fi
 if group model; then
   step model "420 120 15" "comm.csv model-runs.csv comm-shm.dat comm-tcp-1gbit.dat comm-tcp-10gbit.dat comm-tcp-25gbit.dat" model_data "model: bench/comm (allreduce, reduce-bcast, hierarchical, iallreduce, barrier) at P = 2 .. $(words "$SWEEP_RANKS" | awk '{print $NF}'), the trainer runs of the alpha-beta model (bench/model-runs.sh), and, as root with Slurm, N simulated hosts (N = the cores, 2 to 4) at 1/10/25 Gbit, trainers at 1 and 10 (bench/cluster-bench.sh) -> $results/comm.csv, $results/model-runs.csv"
+fi
+if group tta; then   # after the benches: the strategy is the fastest in their CSVs
+  step tta "560 60 12" "tta.csv tta-best.txt tta-diverged.txt" tta_sweep "tta: time to $(by_mode '84 %' '80 %' '60 %') test accuracy vs global batch $(by_mode '32 .. 4096, 3 seeds' '32, 256, 4096, 1 seed, 10k Fashion' '32, 512, 1 seed'), serial and the best strategy at C = $C (bench/tta-sweep.sh$(by_mode '' ' --quick' ' --smoke')) -> $results/tta.csv"
 fi
 ! declare -F extra_steps >/dev/null || extra_steps   # PARTRAIN_EXTRA_STEPS's rows (a test hook)
 step plots "5 2 1" "" plots_step "plots: every figure from the CSVs in $results/ (scripts/plot.sh, as make plots) -> $plotdir/*.png"

@@ -31,6 +31,11 @@
 #   model           model-runs.csv (+ comm.csv) -> model.png: the alpha-beta model's
 #                   projection to 1 ... 1024 nodes (scripts/model.py project writes the
 #                   model-*.dat, plots/model.gp draws them)
+#   tta             tta.csv -> tta.png: epochs and seconds to the target accuracy vs the
+#                   global batch, serial and the best strategy (median, min-max over seeds;
+#                   not reached: a marker at the cap), and the per-epoch speedup beside
+#                   (scripts/tta_sweep.py dat writes tta.dat from it and tta-diverged.txt,
+#                   plots/tta.gp draws it)
 # The titles' core and node counts are the ones the run assumed: DIR/machine.json
 # (run_all.sh writes it; --cores N, a hostfile or Slurm may differ from this machine),
 # else nproc; the MPI figures count the rank slots (several nodes: their sum).
@@ -44,7 +49,7 @@ set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
 
 . scripts/lib.sh    # PARTRAIN_PYTHON
-FIGURES=(curves openmp-threads mpi-scaling hybrid-grid cnn-speedup imagesize model)
+FIGURES=(curves openmp-threads mpi-scaling hybrid-grid cnn-speedup imagesize model tta)
 results=results plots=plots only=""
 where=()
 usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
@@ -164,6 +169,18 @@ plot_model() {
   [ -s "$comm" ] && sub+="; shared memory from $comm" || sub+="; $comm missing: stated shared-memory alpha, beta"
   gnuplot -e "dir='$results'; out='$out'; subtitle='$sub'" plots/model.gp || return 1
   drawn "$out (from $runs)"
+}
+
+plot_tta() {
+  local csv=$results/tta.csv out=$plots/tta.png vars
+  [ -s "$csv" ] || { skipped tta.png "$csv missing or empty (run_all.sh --only tta)"; return 0; }
+  vars=$("$PY" scripts/tta_sweep.py dat "$csv" "$results/tta.dat" "$results/tta-diverged.txt")
+  case $? in 0) ;; 1) skipped tta.png "no usable rows in $csv"; return 0 ;; *) return 1 ;; esac
+  local tta_n tta_best tta_target tta_unreached tta_partial
+  eval "$vars"   # tta_n=N tta_best='...' tta_target='...' tta_unreached='S B' tta_partial='S B' (our own script's)
+  gnuplot -e "dat='$results/tta.dat'; out='$out'; best='$tta_best'; target='$tta_target'; unreached_serial=${tta_unreached% *}; unreached_best=${tta_unreached#* }; partial_serial=${tta_partial% *}; partial_best=${tta_partial#* }; subtitle='$cores cores, $(basename "$csv")'" \
+    plots/tta.gp || return 1
+  drawn "$out ($tta_n batch(es) from $csv)"
 }
 
 status=0

@@ -394,6 +394,18 @@ model_data() {
   "$PY" scripts/model.py validate --comm "$results/comm.csv" --runs "$results/model-runs.csv" | tail -n 3 | sed 's/^/    /'
 }
 
+# --- tta --- (time to accuracy vs the global batch; the strategy from the bench CSVs
+# already in the results directory: bench/tta-sweep.sh, docs/tta.md)
+tta_sweep() {
+  local data=data/fashion args
+  [ $mode != smoke ] || data=data/mnist
+  have_data $data || return 3
+  read -r -a args <<<"$(by_mode "" "--quick" "--smoke")"
+  bench '/^batch  lr/,$p' bench/tta-sweep.sh "${args[@]}" --cores "$C" --results "$RESULTS" \
+    --csv "$results/tta.csv" --best "$results/tta-best.txt" --diverged "$results/tta-diverged.txt" || return 1
+  note "strategy: $(cut -f1,2 "$results/tta-best.txt" | sed 's/\t/: /')"
+}
+
 # --- plots and report ---
 plots_step() {
   command -v gnuplot >/dev/null || { skip_note plots "gnuplot missing: no figures (apt-get install gnuplot-nox)"; return 3; }
@@ -419,6 +431,10 @@ group_usable() {
   if [ "$p" = model ]; then
     [ -x bench/comm ] && [ -x mpi/mpi ] && [ -x serial/serial ] || { group_skip model "bench/comm, mpi/mpi or serial/serial not built (make all)"; return 1; }
     command -v mpirun >/dev/null || { group_skip model "mpirun not found (apt-get install openmpi-bin)"; return 1; }
+    return 0
+  fi
+  if [ "$p" = tta ]; then
+    [ -x serial/serial ] || { group_skip tta "serial/serial not built (make all)"; return 1; }
     return 0
   fi
   if [ "$p" = imagesize ]; then

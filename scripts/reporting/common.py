@@ -53,6 +53,8 @@ STEPS = {
     "imagesize.png": (["imagesize", "plots"], None),
     "model.png": (["plots", "model"], "model"),
     "cuda": (["cuda"], "cuda"),
+    "tta.csv": (["tta"], "tta"),
+    "tta.png": (["plots", "tta"], "tta"),
     "cuda.csv": (["cuda"], "cuda"),
 }
 HYPERFINE = ("serial", "openmp", "mpi", "hybrid", "cnn", "cuda")   # hyperfine-NAME.json, step hyperfine-NAME
