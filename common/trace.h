@@ -111,6 +111,12 @@ static inline void trace_record(int cat, const char *name, double t0, double t1)
     e->step = __atomic_load_n(&trace_state.step, __ATOMIC_RELAXED);
 }
 
+/* An MPI call's category by its name: a wait (MPI_Wait*, MPI_Barrier) or communication */
+static inline int trace_mpi_cat(const char *call) {
+    return !strncmp(call, "MPI_Wait", 8) || !strcmp(call, "MPI_Barrier") || !strcmp(call, "MPI_Win_fence")
+           ? TRACE_WAIT : TRACE_COMM;
+}
+
 /* A span's begin: the clock when recording, else 0 (the one branch a mark costs when off) */
 static inline double trace_begin(void) { return trace_state.active ? timer_now() : 0.0; }
 static inline void trace_end(int cat, const char *name, double t0) {
