@@ -94,7 +94,7 @@ static inline int trace_thread(void) {
 
 /* Records one span on the calling thread's track (not inline in spirit: only when on). */
 static inline void trace_record(int cat, const char *name, double t0, double t1) {
-    if (!trace_state.active) return;
+    if (!__atomic_load_n(&trace_state.active, __ATOMIC_RELAXED)) return;
     int tid = trace_thread();
     if (tid >= trace_state.threads) return;
     trace_buffer *b = &trace_state.buf[tid];
@@ -118,7 +118,7 @@ static inline int trace_mpi_cat(const char *call) {
 }
 
 /* A span's begin: the clock when recording, else 0 (the one branch a mark costs when off) */
-static inline double trace_begin(void) { return trace_state.active ? timer_now() : 0.0; }
+static inline double trace_begin(void) { return __atomic_load_n(&trace_state.active, __ATOMIC_RELAXED) ? timer_now() : 0.0; }
 static inline void trace_end(int cat, const char *name, double t0) {
     if (t0 > 0.0) trace_record(cat, name, t0, timer_now());
 }
@@ -243,8 +243,9 @@ static inline double trace_step_begin(int epoch) {
     long step = trace_state.steps_begun++;
     __atomic_store_n(&trace_state.epoch, epoch, __ATOMIC_RELAXED);
     __atomic_store_n(&trace_state.step, (int)step, __ATOMIC_RELAXED);
-    trace_state.active = trace_state.on && step < trace_state.steps_max;
-    double t = trace_state.active ? timer_now() : 0.0;
+    int active = trace_state.on && step < trace_state.steps_max;
+    __atomic_store_n(&trace_state.active, active, __ATOMIC_RELAXED);
+    double t = active ? timer_now() : 0.0;
     if (trace_state.slow) {
         double t0 = timer_now(), until = t0 + 1e-6 * (double)trace_state.slow_us;
         while (timer_now() < until) { }
@@ -252,6 +253,9 @@ static inline double trace_step_begin(int epoch) {
     }
     return t;
 }
+/* The same in an OpenMP team: thread 0 marks the step (the others' spans carry the step
+ * number thread 0 set last: a worker's first span of a step may carry the one before) */
+static inline double trace_step_begin_team(int epoch) { return trace_thread() == 0 ? trace_step_begin(epoch) : 0.0; }
 static inline void trace_step_end(double t0) {
     if (t0 > 0.0) trace_record(TRACE_STEP, "step", t0, timer_now());
 }
@@ -261,7 +265,7 @@ static inline void trace_epoch_level(int epoch) {
     if (!trace_state.on) return;
     __atomic_store_n(&trace_state.epoch, epoch, __ATOMIC_RELAXED);
     __atomic_store_n(&trace_state.step, -1, __ATOMIC_RELAXED);
-    trace_state.active = 1;
+    __atomic_store_n(&trace_state.active, 1, __ATOMIC_RELAXED);
 }
 
 /* --- the file ------------------------------------------------------------------------- */
