@@ -222,6 +222,7 @@ static inline int trace_open(const train_options *o, int threads, int rank, long
     trace_state.buf = (trace_buffer *)calloc((size_t)threads, sizeof(trace_buffer));
     if (!trace_state.buf) { snprintf(err, errlen, "--trace: out of memory"); return -1; }
     long cap = o->trace_steps * events_per_step + 256;
+    if (cap > (1L << 20)) cap = 1L << 20;   /* 40 MB a thread at most up front; more grows as needed */
     for (int t = 0; t < threads; t++) {
         trace_state.buf[t].ev = (trace_event *)malloc(sizeof(trace_event) * (size_t)cap);
         if (!trace_state.buf[t].ev) { snprintf(err, errlen, "--trace: out of memory (--trace-steps smaller)"); return -1; }
