@@ -232,8 +232,15 @@ static inline int trace_open(const train_options *o, int threads, int rank, long
     return 0;
 }
 
-/* The clock's zero (one process: after set-up; MPI: trace_start_mpi() after a barrier) */
-static inline void trace_start(void) { trace_state.t0 = timer_now(); }
+/* The clock's zero (one process: after set-up; MPI: trace_start_mpi() after a barrier).
+ * What was marked before (a warm-up step, a CUDA graph's capture) is dropped and the
+ * steps are counted from here. */
+static inline void trace_start(void) {
+    for (int t = 0; t < trace_state.threads; t++) trace_state.buf[t].n = 0;
+    trace_state.steps_begun = 0;
+    __atomic_store_n(&trace_state.active, 0, __ATOMIC_RELAXED);
+    trace_state.t0 = timer_now();
+}
 
 /* --- steps ------------------------------------------------------------------------------ */
 
@@ -345,14 +352,15 @@ static inline void trace_free(void) {
     for (int t = 0; t < trace_state.threads && trace_state.buf; t++) free(trace_state.buf[t].ev);
     free(trace_state.buf);
     trace_state.buf = NULL;
-    trace_state.on = trace_state.active = 0;
+    trace_state.on = 0;
+    __atomic_store_n(&trace_state.active, 0, __ATOMIC_RELAXED);
 }
 
 /* One process: writes --trace FILE (nothing without --trace). 0, or -1 with err. */
 static inline int trace_finish(const char *program, const char *variant, const train_options *o, char *err,
                                size_t errlen) {
     if (!trace_state.on) return 0;
-    trace_state.active = 0;
+    __atomic_store_n(&trace_state.active, 0, __ATOMIC_RELAXED);
     size_t len = 0;
     char header[1024];
     char *events = trace_events_json(&len);
