@@ -8,7 +8,8 @@
  *     TRACE(TRACE_COMPUTE, trace_layer("forward", l)) dense_forward(m, l, rows);
  *     trace_step_end(t);
  * and calls trace_epoch_level(epoch) before its evaluation and checkpoint spans.
- * Off (no --trace): a mark costs one predictable branch and nothing is recorded.
+ * Off (no --trace): a mark costs one predictable branch at its begin and one at its end
+ * (its name is not even formed) and nothing is recorded.
  * On: a mark is two clock reads and one store into the calling thread's buffer
  * (preallocated for --trace-steps steps, grown if needed); the first --trace-steps steps
  * are recorded, plus every epoch-level span. The file is written once, at the end, by
@@ -75,13 +76,17 @@ static inline const char *trace_cat_name(int cat) {
     return names[cat];
 }
 
-/* "forward L3", "backward L1", ...: names that live as long as the program (layers 1..16) */
+/* "forward L3", "backward L1", "update L2": names that live as long as the program
+ * (layers 0..16), written once by trace_open() before any thread marks, then only read */
+static char trace_layer_names[3][17][24] __attribute__((unused));
+static inline void trace_layer_init(void) {
+    static const char *const what[3] = { "forward", "backward", "update" };
+    for (int k = 0; k < 3; k++)
+        for (int l = 0; l <= 16; l++) snprintf(trace_layer_names[k][l], sizeof trace_layer_names[k][l], "%s L%d", what[k], l);
+}
 static inline const char *trace_layer(const char *what, int layer) {
-    static char names[3][17][24];
-    int k = !strcmp(what, "forward") ? 0 : !strcmp(what, "backward") ? 1 : 2;
-    if (layer < 0 || layer > 16) layer = 0;
-    if (!names[k][layer][0]) snprintf(names[k][layer], sizeof names[k][layer], "%s L%d", what, layer);
-    return names[k][layer];
+    int k = what[0] == 'f' ? 0 : what[0] == 'b' ? 1 : 2;
+    return trace_layer_names[k][layer < 0 || layer > 16 ? 0 : layer];
 }
 
 static inline int trace_thread(void) {
@@ -122,15 +127,17 @@ static inline double trace_begin(void) { return __atomic_load_n(&trace_state.act
 static inline void trace_end(int cat, const char *name, double t0) {
     if (t0 > 0.0) trace_record(cat, name, t0, timer_now());
 }
+/* a span's end in the macros: cat and name are evaluated only when recording */
+#define TRACE_END_(cat, name, t0) ((t0) > 0.0 ? trace_record((cat), (name), (t0), timer_now()) : (void)0)
 
 /* TRACE(cat, name) statement-or-block: the block as one span (a break or return inside it
  * loses the span: mark blocks without them) */
 #define TRACE(cat, name) \
-    for (double trace_t0_ = trace_begin(), trace_once_ = 1; trace_once_; trace_once_ = 0, trace_end((cat), (name), trace_t0_))
+    for (double trace_t0_ = trace_begin(), trace_once_ = 1; trace_once_; trace_once_ = 0, TRACE_END_(cat, name, trace_t0_))
 /* the same, recorded only when cond holds (a checkpoint span only when one is written) */
 #define TRACE_IF(cond, cat, name) \
     for (double trace_t0_ = (cond) ? trace_begin() : 0.0, trace_once_ = 1; trace_once_; \
-         trace_once_ = 0, trace_end((cat), (name), trace_t0_))
+         trace_once_ = 0, TRACE_END_(cat, name, trace_t0_))
 
 /* --- set-up --------------------------------------------------------------------------- */
 
@@ -217,6 +224,7 @@ static inline int trace_open(const train_options *o, int threads, int rank, long
     if (slow < 0) { snprintf(err, errlen, "PARTRAIN_SLOW_RANK: expected R:US (rank:microseconds)"); return -1; }
     trace_state.slow = slow;
     if (!o->trace) return 0;
+    trace_layer_init();
     trace_state.threads = threads;
     trace_state.steps_max = o->trace_steps;
     trace_state.buf = (trace_buffer *)calloc((size_t)threads, sizeof(trace_buffer));
