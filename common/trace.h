@@ -234,6 +234,9 @@ static inline int trace_open(const train_options *o, int threads, int rank, long
     for (int t = 0; t < threads; t++) {
         trace_state.buf[t].ev = (trace_event *)malloc(sizeof(trace_event) * (size_t)cap);
         if (!trace_state.buf[t].ev) { snprintf(err, errlen, "--trace: out of memory (--trace-steps smaller)"); return -1; }
+        /* touched now: a page's first write would otherwise fault inside a step, a gap of
+         * tens of microseconds between two spans */
+        memset(trace_state.buf[t].ev, 0, sizeof(trace_event) * (size_t)cap);
         trace_state.buf[t].cap = cap;
     }
     trace_state.on = 1;
