@@ -31,6 +31,9 @@
 #   model           model-runs.csv (+ comm.csv) -> model.png: the alpha-beta model's
 #                   projection to 1 ... 1024 nodes (scripts/model.py project writes the
 #                   model-*.dat, plots/model.gp draws them)
+#   timelines       traces/NAME.json (run_all.sh's timelines step: one --trace run per
+#                   strategy) -> timeline-NAME.png: a typical step of each as a Gantt
+#                   figure, one row per rank x thread (scripts/timeline.py)
 # The titles' core and node counts are the ones the run assumed: DIR/machine.json
 # (run_all.sh writes it; --cores N, a hostfile or Slurm may differ from this machine),
 # else nproc; the MPI figures count the rank slots (several nodes: their sum).
@@ -44,7 +47,7 @@ set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
 
 . scripts/lib.sh    # PARTRAIN_PYTHON
-FIGURES=(curves openmp-threads mpi-scaling hybrid-grid cnn-speedup imagesize model)
+FIGURES=(curves openmp-threads mpi-scaling hybrid-grid cnn-speedup imagesize model timelines)
 results=results plots=plots only=""
 where=()
 usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
@@ -164,6 +167,17 @@ plot_model() {
   [ -s "$comm" ] && sub+="; shared memory from $comm" || sub+="; $comm missing: stated shared-memory alpha, beta"
   gnuplot -e "dir='$results'; out='$out'; subtitle='$sub'" plots/model.gp || return 1
   drawn "$out (from $runs)"
+}
+
+plot_timelines() {
+  local t n=0 rc=0
+  for t in "$results"/traces/*.json; do
+    [ -f "$t" ] || continue
+    "$PY" scripts/timeline.py "$t" --out "$plots/timeline-$(basename "$t" .json).png" | sed 's/^timeline.py: /plot: /' || rc=1
+    n=$((n + 1))
+  done
+  [ $n -gt 0 ] || skipped "timeline-*.png" "no $results/traces/*.json (run_all.sh --only trace)"
+  return $rc
 }
 
 status=0

@@ -3,7 +3,7 @@
 scripts/timeline.py — one training step of a partrain trace (a trainer's --trace FILE,
 docs/tracing.md) as a Gantt figure: one row per rank x thread, a box per span coloured by
 its cat (data, compute, comm, wait, update; nested spans thinner, on top of their parent;
-the step span a grey band behind), time in µs from the step's start on x, the step's
+the step span a grey band behind; the names of the wide spans written on them), time in µs from the step's start on x, the step's
 duration in the title. Drawn by gnuplot (pngcairo when it has it, else png), as every
 figure of the suite; scripts/plot.sh draws one per trace of a run (plots/timeline-*.png).
 
@@ -104,8 +104,13 @@ def script(spans, step, other, title, dat, png):
         names.append((name, half))
         blocks.append("\n".join(f"{s['ts'] - t0 + s['dur'] / 2:.3f} {row_of[(s['pid'], s['tid'])]} "
                                 f"{s['dur'] / 2:.3f} {half}" for s in pts))
+    # the names of the top-level spans wide enough to hold them
+    wide = [s for s in mine if s["cat"] != "step" and s.get("top", True) and s["dur"] >= 0.07 * (t1 - t0)]
+    if wide:
+        blocks.append("\n".join(f"{s['ts'] - t0 + s['dur'] / 2:.3f} {row_of[(s['pid'], s['tid'])]} "
+                                 f"\"{s['name']}\"" for s in wide))
     with open(dat, "w") as f:
-        f.write("# x_center_us row x_half_us y_half (one block per cat, gnuplot index)\n")
+        f.write("# x_center_us row x_half_us y_half (one block per cat, gnuplot index; the last: span names)\n")
         f.write("\n\n\n".join(blocks) + "\n")
     who = title or (f"{other.get('program')}{' ' + other['variant'] if other.get('variant') else ''}, "
                     f"{other.get('ranks')} rank(s) x {other.get('threads')} thread(s)")
@@ -121,6 +126,8 @@ def script(spans, step, other, title, dat, png):
         style = "fs solid 1.0 noborder" if cat == "step" else "fs solid 0.9 border lc rgb '#333333'"
         plots.append(f"{gp_str(dat)} index {k} using 1:2:3:4 with boxxyerror {style} "
                      f"fc rgb {gp_str(colour)} {label}")
+    if wide:
+        plots.append(f"{gp_str(dat)} index {len(names)} using 1:2:3 with labels tc rgb 'white' font ',9' notitle")
     height = max(300, 110 + 60 * len(rows))
     return f"""set encoding utf8
 if (strstrt(GPVAL_TERMINALS, "pngcairo") > 0) {{
