@@ -3,8 +3,8 @@
 scripts/timeline.py — one training step of a partrain trace (a trainer's --trace FILE,
 docs/tracing.md) as a Gantt figure: one row per rank x thread, a box per span coloured by
 its cat (data, compute, comm, wait, update; nested spans thinner, on top of their parent;
-the step span a grey band behind; the names of the wide spans written on them), time in µs from the step's start on x, the step's
-duration in the title. Drawn by gnuplot (pngcairo when it has it, else png), as every
+the step span a grey band behind; the names of the wide spans written on them), time in µs from the step's start on x (the ranks' clocks aligned by the median offset
+of their step starts over the traced steps), the step's duration in the title. Drawn by gnuplot (pngcairo when it has it, else png), as every
 figure of the suite; scripts/plot.sh draws one per trace of a run (plots/timeline-*.png).
 
   timeline.py TRACE --out PNG [--step S] [--title T]
@@ -81,9 +81,28 @@ def gp_str(text):
     return "'" + str(text).replace("'", "''") + "'"
 
 
+def clock_offsets(spans):
+    """{pid: µs to subtract from its times}: each rank's clock starts at its own exit of a
+    barrier, which a busy machine can delay by milliseconds on one rank; the median over
+    the traced steps of (its step start - rank 0's) estimates that constant offset, and the
+    step-to-step differences, the real waiting, stay"""
+    starts = {}
+    for s in spans:
+        if s["cat"] == "step":
+            starts.setdefault(s["step"], {})[s["pid"]] = s["ts"]
+    ref = min(s["pid"] for s in spans)
+    diffs = {}
+    for by_pid in starts.values():
+        if ref in by_pid:
+            for pid, ts in by_pid.items():
+                diffs.setdefault(pid, []).append(ts - by_pid[ref])
+    return {pid: statistics.median(d) for pid, d in diffs.items()}
+
+
 def script(spans, step, other, title, dat, png):
     """the gnuplot script drawing STEP's spans (data written to DAT) into PNG"""
-    mine = [s for s in spans if s["step"] == step]
+    offset = clock_offsets(spans)
+    mine = [dict(s, ts=s["ts"] - offset.get(s["pid"], 0.0)) for s in spans if s["step"] == step]
     bands = [s for s in mine if s["cat"] == "step"]
     t0 = min(s["ts"] for s in bands)
     t1 = max(s["ts"] + s["dur"] for s in bands)
@@ -114,7 +133,8 @@ def script(spans, step, other, title, dat, png):
         f.write("\n\n\n".join(blocks) + "\n")
     who = title or (f"{other.get('program')}{' ' + other['variant'] if other.get('variant') else ''}, "
                     f"{other.get('ranks')} rank(s) x {other.get('threads')} thread(s)")
-    heading = f"{who}: step {step} (epoch {epoch}) lasts {t1 - t0:.1f} µs"
+    longest = max(s["dur"] for s in bands)
+    heading = f"{who}: step {step} (epoch {epoch}) lasts {longest:.1f} µs" + (" on its slowest rank" if len(bands) > 1 else "")
     ytics = ", ".join(f"{gp_str(f'rank {p}, thread {t}')} {k}" for k, (p, t) in enumerate(rows))
     plots = []
     seen = set()
