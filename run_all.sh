@@ -267,7 +267,7 @@ if group model; then
   step model "420 120 15" "comm.csv model-runs.csv comm-shm.dat comm-tcp-1gbit.dat comm-tcp-10gbit.dat comm-tcp-25gbit.dat" model_data "model: bench/comm (allreduce, reduce-bcast, hierarchical, iallreduce, barrier) at P = 2 .. $(words "$SWEEP_RANKS" | awk '{print $NF}'), the trainer runs of the alpha-beta model (bench/model-runs.sh), and, as root with Slurm, N simulated hosts (N = the cores, 2 to 4) at 1/10/25 Gbit, trainers at 1 and 10 (bench/cluster-bench.sh) -> $results/comm.csv, $results/model-runs.csv"
 fi
 if group trace; then
-  step timelines "40 15 8" "trace-summary.csv $(trace_outputs)" trace_timelines "trace: one run per strategy with --trace (the first 50 steps), batch 64, $(by_mode '60k Fashion-MNIST' '10k Fashion-MNIST' '1k MNIST digits'), 1 epoch: $(trace_runs_desc) -> $results/traces/*.json, $results/trace-summary.csv (figures: plots step)"
+  step timelines "45 25 20" "trace-summary.csv $(trace_outputs)" trace_timelines "trace: one run per strategy with --trace (the first 50 steps), batch 64, $(by_mode '60k Fashion-MNIST' '10k Fashion-MNIST' '1k MNIST digits'), 1 epoch: $(trace_runs_desc) -> $results/traces/*.json, $results/trace-summary.csv (figures: plots step)"
 fi
 ! declare -F extra_steps >/dev/null || extra_steps   # PARTRAIN_EXTRA_STEPS's rows (a test hook)
 step plots "5 2 1" "" plots_step "plots: every figure from the CSVs in $results/ (scripts/plot.sh, as make plots) -> $plotdir/*.png"

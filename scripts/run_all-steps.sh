@@ -413,13 +413,13 @@ trace_cmd() {
   case $1 in
     serial) prog=serial/serial; cmd=("${PIN1[@]}" serial/serial) ;;
     openmp-*) prog=openmp/openmp
-      # shellcheck disable=SC2046  # passive_env: one word or none
+      # shellcheck disable=SC2046,SC2207  # passive_env: one word or none
       cmd=("${env[@]}" $(passive_env "$TRACE_T") taskset -c "$(cpus_for "$TRACE_T")" openmp/openmp --threads "$TRACE_T" --accum "${1#openmp-}") ;;
     mpi-*) prog=mpi/mpi; cmd=(scripts/mpirun.sh "$C" mpi/mpi --sync "${1#mpi-}") ;;
     pipeline) prog=mpi/pipeline; cmd=(scripts/mpirun.sh "$TRACE_STAGES" mpi/pipeline) ;;
     hybrid) prog=hybrid/hybrid
       local bind=(); [ "$TRACE_HT" -le 1 ] || bind=(--bind-to-none)
-      # shellcheck disable=SC2046
+      # shellcheck disable=SC2046,SC2207
       cmd=("${env[@]}" $(passive_env $((TRACE_HP * TRACE_HT))) scripts/mpirun.sh "${bind[@]}" "$TRACE_HP" hybrid/hybrid --threads "$TRACE_HT") ;;
   esac
   [ -x "$prog" ] || { skip_note "$cur_step" "$1 not traced: $prog not built (make all)"; return 1; }

@@ -24,19 +24,19 @@ SUM=("$PY" scripts/trace_summary.py)
 
 # ---- the summary on fixtures
 "${FX[@]}" "$TMP/slow1.json" --ranks 2 --slow-rank 1:2000 --nested
-out=$("${SUM[@]}" "$TMP/slow1.json" 2>&1); rc=$?
-check "summary: a slowed rank 1 of 2 is named" "exit $rc: $(tail -n 1 <<<"$out")" \
-  eval '[ $rc = 0 ] && grep -qE "^waited for: rank 1 \(compute [0-9]+ % above the median rank; others waited 0\.0[0-9]+ s\)$" <<<"$out"'
+got=$("${SUM[@]}" "$TMP/slow1.json" 2>&1); rc=$?
+check "summary: a slowed rank 1 of 2 is named" "exit $rc: $(tail -n 1 <<<"$got")" \
+  eval '[ $rc = 0 ] && grep -qE "^waited for: rank 1 \(compute [0-9]+ % above the median rank; others waited 0\.0[0-9]+ s\)$" <<<"$got"'
 "${FX[@]}" "$TMP/slow0.json" --ranks 3 --slow-rank 0:500
-out=$("${SUM[@]}" "$TMP/slow0.json" 2>&1)
-check "summary: a slowed rank 0 of 3 is named" "$(tail -n 1 <<<"$out")" grep -q '^waited for: rank 0 (' <<<"$out"
+got=$("${SUM[@]}" "$TMP/slow0.json" 2>&1)
+check "summary: a slowed rank 0 of 3 is named" "$(tail -n 1 <<<"$got")" grep -q '^waited for: rank 0 (' <<<"$got"
 "${FX[@]}" "$TMP/even.json" --ranks 3
-out=$("${SUM[@]}" "$TMP/even.json" 2>&1)
-check "summary: balanced ranks name nobody" "$(tail -n 1 <<<"$out")" grep -qx 'waited for: none (ranks balanced within 5 %)' <<<"$out"
+got=$("${SUM[@]}" "$TMP/even.json" 2>&1)
+check "summary: balanced ranks name nobody" "$(tail -n 1 <<<"$got")" grep -qx 'waited for: none (ranks balanced within 5 %)' <<<"$got"
 "${FX[@]}" "$TMP/omp.json" --ranks 1 --threads 2 --program openmp --variant critical
-out=$("${SUM[@]}" "$TMP/omp.json" 2>&1)
-check "summary: one rank with a worker thread: the thread's line, nobody waited for" "$out" \
-  eval 'grep -q "^rank 0 thread 1: compute 0\.[0-9]* s, wait 0\.[0-9]* s$" <<<"$out" && grep -qx "waited for: none (one rank)" <<<"$out"'
+got=$("${SUM[@]}" "$TMP/omp.json" 2>&1)
+check "summary: one rank with a worker thread: the thread's line, nobody waited for" "$got" \
+  eval 'grep -q "^rank 0 thread 1: compute 0\.[0-9]* s, wait 0\.[0-9]* s$" <<<"$got" && grep -qx "waited for: none (one rank)" <<<"$got"'
 # the numbers: 30 steps; rank 1 computes 2000 us more per step; the Allreduce (10 us + the
 # wait) and the nested MPI_Testall are the 2 synchronisations; nested spans are not counted
 # twice, so the top-level spans cover the step (other ~ 0)
@@ -87,8 +87,8 @@ assert i == len(b) and kinds[0] == b"IHDR" and kinds[-1] == b"IEND"
 w, h = struct.unpack(">II", b[16:24]); assert w >= 400 and h >= 250' "$1" 2>/dev/null; }
 if command -v gnuplot >/dev/null; then
   "${FX[@]}" "$TMP/hyb.json" --ranks 2 --threads 2 --nested --steps 40
-  out=$("$PY" scripts/timeline.py "$TMP/hyb.json" --out "$TMP/hyb.png" 2>&1); rc=$?
-  check "timeline: a valid PNG of a 2 x 2 fixture" "exit $rc: $out" eval '[ $rc = 0 ] && png_ok "$TMP/hyb.png"'
+  got=$("$PY" scripts/timeline.py "$TMP/hyb.json" --out "$TMP/hyb.png" 2>&1); rc=$?
+  check "timeline: a valid PNG of a 2 x 2 fixture" "exit $rc: $got" eval '[ $rc = 0 ] && png_ok "$TMP/hyb.png"'
   # the typical step: the median duration (lower median) among steps 10.. (read independently)
   want=$("$PY" -c '
 import json, statistics, sys
@@ -100,7 +100,7 @@ for e in ev:
 later = [s for s in sorted(dur) if s >= 10]
 m = statistics.median_low(dur[s] for s in later)
 print(min(s for s in later if dur[s] == m))' "$TMP/hyb.json")
-  check "timeline: draws the median-duration step after the first 10 (step $want)" "$out" grep -q ": step $want of " <<<"$out"
+  check "timeline: draws the median-duration step after the first 10 (step $want)" "$got" grep -q ": step $want of " <<<"$got"
   "$PY" scripts/timeline.py "$TMP/hyb.json" --out "$TMP/s3.png" --step 3 --title 'a title' >/dev/null 2>&1; rc=$?
   check "timeline --step 3 --title: a PNG" "exit $rc" eval '[ $rc = 0 ] && png_ok "$TMP/s3.png"'
   "$PY" scripts/timeline.py "$TMP/hyb.json" --out "$TMP/s99.png" --step 99 >/dev/null 2>"$TMP/err"; rc=$?
@@ -158,8 +158,8 @@ elif ! command -v mpirun >/dev/null; then
 else
   PARTRAIN_SLOW_RANK=1:2000 timeout $((120 * SLOWDOWN)) scripts/mpirun.sh 2 mpi/mpi --data data/mnist --train 1280 --test 100 \
     --epochs 1 --batch 64 --quiet --csv none --trace "$TMP/real.json" --trace-steps 15 >"$TMP/real.out" 2>&1; rc=$?
-  out=$("${SUM[@]}" "$TMP/real.json" 2>&1)
+  got=$("${SUM[@]}" "$TMP/real.json" 2>&1)
   check "real 2-rank mpi/mpi run, PARTRAIN_SLOW_RANK=1:2000: the summary names rank 1" \
-    "exit $rc ($(tail -n 1 "$TMP/real.out")): $(tail -n 1 <<<"$out")" eval '[ $rc = 0 ] && grep -q "^waited for: rank 1 (" <<<"$out"'
+    "exit $rc ($(tail -n 1 "$TMP/real.out")): $(tail -n 1 <<<"$got")" eval '[ $rc = 0 ] && grep -q "^waited for: rank 1 (" <<<"$got"'
 fi
 finish
