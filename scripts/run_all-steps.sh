@@ -140,7 +140,7 @@ est_lists() {   # ID: "BASE LIST|THIS RUN'S LIST" of a sweep step; nothing for t
     openmp-bench|mpi-bench) echo "1 2|$ONE_C" ;;
     openmp-sweep) echo "$(by_mode '1 2 4 8' '1 2 4 8' '1 2 4')|$SWEEP_THREADS" ;;
     mpi-sweep) echo "$(by_mode '1 2 4 8' '1 2 4' '1 2 4')|$SWEEP_RANKS" ;;
-    hyperfine-openmp|hyperfine-mpi|imagesize) echo "2|$C" ;;
+    hyperfine-openmp|hyperfine-mpi|imagesize|timelines) echo "2|$C" ;;
     hyperfine-hybrid) echo "1x2 2x1|1x$C ${C}x1" ;;
     hyperfine-cnn) echo "1x1 2x1|1x1 ${C}x1" ;;
     hybrid-bench|cnn-timing|cnn-bench) echo "1x1 1x2 2x1 2x2|$SWEEP_PAIRS" ;;
