@@ -9,9 +9,10 @@
 # inputs (missing file, not JSON, not a partrain trace, a broken event, no step) end with
 # exit 2, one line naming the file, nothing written; timeline.py draws a valid PNG of the
 # median-duration step after the first 10, refuses an untraced step, a symlink and an
-# existing file that is not a PNG. Then a real 2-rank mpi/mpi run with
-# PARTRAIN_SLOW_RANK=1:2000 (docs/testing.md#test-hooks) whose summary must name rank 1
-# (skipped, with the reason, when mpi/mpi has no --trace or mpirun is missing).
+# existing file that is not a PNG, and aligns a rank whose clock started late. Then a
+# real 2-rank mpi/mpi run with PARTRAIN_SLOW_RANK=1:2000 (docs/testing.md#test-hooks)
+# whose summary must name rank 1 (skipped, with the reason, when mpi/mpi has no --trace
+# or mpirun is missing).
 # No timings are asserted.
 set -u
 cd "$(dirname "$0")/.." || exit 2
@@ -101,6 +102,14 @@ later = [s for s in sorted(dur) if s >= 10]
 m = statistics.median_low(dur[s] for s in later)
 print(min(s for s in later if dur[s] == m))' "$TMP/hyb.json")
   check "timeline: draws the median-duration step after the first 10 (step $want)" "$got" grep -q ": step $want of " <<<"$got"
+  # a rank whose clock started 5 ms late: the figure aligns it (the offset found exactly)
+  "${FX[@]}" "$TMP/late.json" --ranks 2 --clock-offset 1:5000
+  off=$("$PY" -c '
+import sys
+sys.path.insert(0, "scripts")
+import timeline, trace_summary
+print(timeline.clock_offsets(trace_summary.load(sys.argv[1])[1]))' "$TMP/late.json" 2>&1)
+  check "timeline: a rank's clock 5 ms late is aligned (offsets {0: 0.0, 1: -5000.0})" "got $off" [ "$off" = "{0: 0.0, 1: -5000.0}" ]
   "$PY" scripts/timeline.py "$TMP/hyb.json" --out "$TMP/s3.png" --step 3 --title 'a title' >/dev/null 2>&1; rc=$?
   check "timeline --step 3 --title: a PNG" "exit $rc" eval '[ $rc = 0 ] && png_ok "$TMP/s3.png"'
   "$PY" scripts/timeline.py "$TMP/hyb.json" --out "$TMP/s99.png" --step 99 >/dev/null 2>"$TMP/err"; rc=$?

@@ -5,7 +5,7 @@ for the tests of scripts/trace_summary.py and scripts/timeline.py, so they do no
 trainer built with --trace.
 
   trace_fixture.py OUT [--ranks P] [--threads T] [--steps N] [--slow-rank R:US]
-                       [--program NAME] [--variant NAME] [--nested]
+                       [--program NAME] [--variant NAME] [--nested] [--clock-offset R:US]
 
 Every rank's step: batch, forward L1..L3, loss, backward L3..L1, then (P > 1) an
 MPI_Allreduce whose wait is the time the slowest rank needs longer, then update; worker
@@ -13,6 +13,8 @@ threads (T > 1) carry their share of forward/backward and a barrier. --slow-rank
 adds a "slowdown" compute span of US µs at the start of rank R's steps (as the trainers'
 PARTRAIN_SLOW_RANK hook). --nested puts an MPI_Testall inside backward L2. Step k lasts
 longer by a deterministic jitter, ((7 k) mod 11) µs, so the steps differ in duration.
+--clock-offset R:US shifts every time of rank R by US µs (a rank whose t0, its barrier
+exit, came late).
 """
 
 import argparse
@@ -29,8 +31,10 @@ def main():
     ap.add_argument("--program", default="mpi")
     ap.add_argument("--variant", default="allreduce")
     ap.add_argument("--nested", action="store_true")
+    ap.add_argument("--clock-offset", default="")
     a = ap.parse_args()
     slow_rank, slow_us = (int(v) for v in a.slow_rank.split(":")) if a.slow_rank else (-1, 0)
+    late_rank, late_us = (int(v) for v in a.clock_offset.split(":")) if a.clock_offset else (-1, 0)
     ev = []
     for p in range(a.ranks):
         ev.append({"name": "process_name", "ph": "M", "pid": p, "tid": 0, "args": {"name": f"rank {p}"}})
@@ -38,6 +42,7 @@ def main():
             ev.append({"name": "thread_name", "ph": "M", "pid": p, "tid": t, "args": {"name": f"thread {t}"}})
 
     def span(name, cat, ts, dur, p, t, step, epoch=0):
+        ts -= late_us if p == late_rank else 0
         ev.append({"name": name, "cat": cat, "ph": "X", "ts": round(ts, 3), "dur": round(dur, 3), "pid": p,
                    "tid": t, "args": {"epoch": epoch, "step": step}})
 
