@@ -14,7 +14,8 @@ Per rank, over the traced training steps: the seconds of the step spans and of e
 (data, compute, comm, wait, update) of the top-level spans of thread 0 (a span nested in
 another on the same track is not counted twice), "other" (the part of the steps no
 top-level span covers), synchronisations per step (the comm and wait spans of thread 0,
-nested ones too: every MPI call, barrier, critical entry, window sync or pipeline idle),
+nested ones too: every MPI call, barrier, critical entry, window sync or pipeline idle;
+one inside another comm or wait span is part of that synchronisation, not another),
 and each worker thread's (tid > 0) seconds per cat. Then the line
   waited for: rank R (compute X % above the median rank; others waited Y s)
 R: the rank with the most compute+data+update per step; named when that is more than
@@ -112,19 +113,23 @@ def load(path):
 
 
 def mark_nesting(spans):
-    """sets s['top'] on every span that is not a step: False when it lies inside another
-    non-step span of the same track (pid, tid)"""
+    """sets, on every span that is not a step, s['top']: False when it lies inside another
+    non-step span of the same track (pid, tid), and s['in_sync']: True when one of the
+    spans it lies inside is a comm or wait span (an MPI call inside a window sync's wait
+    is part of that one synchronisation)"""
     tracks = {}
     for s in spans:
         if s["cat"] != "step":
             tracks.setdefault((s["pid"], s["tid"]), []).append(s)
     for track in tracks.values():
         track.sort(key=lambda s: (s["ts"], -s["dur"]))
-        end = -math.inf
+        open_spans = []   # the spans enclosing the current one, outermost first
         for s in track:
-            s["top"] = not (s["ts"] + s["dur"] <= end + NEST_EPS)
-            if s["top"]:
-                end = s["ts"] + s["dur"]
+            while open_spans and not (s["ts"] + s["dur"] <= open_spans[-1]["ts"] + open_spans[-1]["dur"] + NEST_EPS):
+                open_spans.pop()
+            s["top"] = not open_spans
+            s["in_sync"] = any(a["cat"] in ("comm", "wait") for a in open_spans)
+            open_spans.append(s)
 
 
 def summarize(path):
@@ -155,7 +160,7 @@ def summarize(path):
             if s["tid"] == 0:
                 if s["top"]:
                     cats[s["cat"]] += s["dur"] / 1e6
-                if s["cat"] in ("comm", "wait"):
+                if s["cat"] in ("comm", "wait") and not s["in_sync"]:
                     syncs += 1
             elif s["top"]:
                 w = workers.setdefault(s["tid"], dict.fromkeys(STEP_CATS, 0.0))

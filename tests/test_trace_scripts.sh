@@ -5,7 +5,8 @@
 #
 # On synthetic traces of the format (tests/trace_fixture.py): a rank slowed on purpose is
 # named by the "waited for" line (rank 1 of 2, rank 0 of 3), balanced ranks are not, known
-# seconds and synchronisation counts come out, nested spans are not counted twice; bad
+# seconds and synchronisation counts come out, nested spans are not counted twice (an MPI
+# call inside a wait is one synchronisation); bad
 # inputs (missing file, not JSON, not a partrain trace, a broken event, no step) end with
 # exit 2, one line naming the file, nothing written; timeline.py draws a valid PNG of the
 # median-duration step after the first 10, refuses an untraced step, a symlink and an
@@ -51,6 +52,13 @@ ok = (r0["steps"] == r1["steps"] == 30 and abs((r1["compute_s"] - r0["compute_s"
       and abs(d["waited_for"]["others_waited_s"] - 30 * 2000e-6) < 1e-6)
 print("ok" if ok else json.dumps(d["rank_summaries"])[:400])' 2>&1)
 check "summary --json: known seconds, 2 syncs per step, nested spans counted once" "$nums" [ "$nums" = ok ]
+# a wait with an MPI call nested inside: one synchronisation, the time once (as wait)
+"${FX[@]}" "$TMP/shm.json" --ranks 2 --sync-wait
+nums=$("${SUM[@]}" "$TMP/shm.json" --json | "$PY" -c '
+import json, sys
+r0 = json.load(sys.stdin)["rank_summaries"][0]
+print("ok" if r0["syncs_per_step"] == 1 and r0["comm_s"] == 0 and abs(r0["wait_s"] - 30 * 10e-6) < 1e-6 else r0)' 2>&1)
+check "summary: an MPI call nested in a wait span is one synchronisation, counted as wait" "$nums" [ "$nums" = ok ]
 "${SUM[@]}" --csv "$TMP/sum.csv" "$TMP/slow1.json" "$TMP/omp.json" >/dev/null 2>&1; rc=$?
 rows=$(awk -F, 'NR > 1 { print $1 ":" $7 ":" $18 }' "$TMP/sum.csv" 2>/dev/null | paste -sd' ')
 check "summary --csv: one row per trace x rank, the waited-for rank in each" "exit $rc, rows '$rows'" \

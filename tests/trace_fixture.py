@@ -5,13 +5,16 @@ for the tests of scripts/trace_summary.py and scripts/timeline.py, so they do no
 trainer built with --trace.
 
   trace_fixture.py OUT [--ranks P] [--threads T] [--steps N] [--slow-rank R:US]
-                       [--program NAME] [--variant NAME] [--nested] [--clock-offset R:US]
+                       [--program NAME] [--variant NAME] [--nested] [--sync-wait]
+                       [--clock-offset R:US]
 
 Every rank's step: batch, forward L1..L3, loss, backward L3..L1, then (P > 1) an
 MPI_Allreduce whose wait is the time the slowest rank needs longer, then update; worker
 threads (T > 1) carry their share of forward/backward and a barrier. --slow-rank R:US
 adds a "slowdown" compute span of US µs at the start of rank R's steps (as the trainers'
-PARTRAIN_SLOW_RANK hook). --nested puts an MPI_Testall inside backward L2. Step k lasts
+PARTRAIN_SLOW_RANK hook). --nested puts an MPI_Testall inside backward L2. --sync-wait
+makes the exchange a "win_sync" wait span with an MPI_Win_sync comm span inside (one
+synchronisation, as mpi/shm's). Step k lasts
 longer by a deterministic jitter, ((7 k) mod 11) µs, so the steps differ in duration.
 --clock-offset R:US shifts every time of rank R by US µs (a rank whose t0, its barrier
 exit, came late).
@@ -32,6 +35,7 @@ def main():
     ap.add_argument("--variant", default="allreduce")
     ap.add_argument("--nested", action="store_true")
     ap.add_argument("--clock-offset", default="")
+    ap.add_argument("--sync-wait", action="store_true")
     a = ap.parse_args()
     slow_rank, slow_us = (int(v) for v in a.slow_rank.split(":")) if a.slow_rank else (-1, 0)
     late_rank, late_us = (int(v) for v in a.clock_offset.split(":")) if a.clock_offset else (-1, 0)
@@ -73,7 +77,11 @@ def main():
                 t += d
             if a.ranks > 1:
                 wait = slowest - busy[p]
-                span("MPI_Allreduce", "comm", t, 10.0 + wait, p, 0, k)
+                if a.sync_wait:
+                    span("win_sync", "wait", t, 10.0 + wait, p, 0, k)
+                    span("MPI_Win_sync", "comm", t + wait, 5.0, p, 0, k)
+                else:
+                    span("MPI_Allreduce", "comm", t, 10.0 + wait, p, 0, k)
                 t += 10.0 + wait
             span("update", "update", t, 8.0, p, 0, k)
             t += 8.0
