@@ -55,6 +55,7 @@
 #include "sharded_data.h"
 #include "schedule.h"   /* lr_at(), target_reached() */
 #include "timer.h"
+#include "trace_mpi.h"  /* --trace: TRACE(cat, name) marks, the ranks' events gathered */
 
 #if defined(__AVX512F__)
 #include <immintrin.h>
@@ -295,7 +296,9 @@ typedef struct {
 /* Every thread of the team; the wait is this rank's synchronisation time. */
 static void team_barrier(thread_stats *st) {
     double t0 = timer_now();
+    TRACE(TRACE_WAIT, "barrier") {
 #pragma omp barrier
+    }
     st->sync += timer_now() - t0;
 }
 
@@ -683,7 +686,7 @@ static double comm_seconds;      /* inside MPI calls during training, since the 
 static int sync_mode;            /* --sync */
 
 /* COMM(MPI_Allreduce, (args)): call, check, add the seconds to comm_seconds */
-#define COMM(fn, args) do { double t_ = timer_now(); mpi_check(fn args, #fn); \
+#define COMM(fn, args) do { double t_ = timer_now(); TRACE(trace_mpi_cat(#fn), #fn) mpi_check(fn args, #fn); \
                             comm_seconds += timer_now() - t_; } while (0)
 
 /* Master thread, after backward: the gradient sums over the ranks (allreduce: on every
@@ -780,16 +783,16 @@ static int take_piece(sample_block *b, int from_front, int all, long *lo, long *
  * backward into each (sample, filter)'s slot. */
 static void sample_pass(cnn *m, thread_stats *st, const dataset *d, const uint32_t *idx, long r0, long r1) {
     double c0 = timer_now();
-    conv_pool_forward_rows(m, d->x, idx, r0, r1);
+    TRACE(TRACE_COMPUTE, "forward L1") conv_pool_forward_rows(m, d->x, idx, r0, r1);
     double c1 = timer_now();
-    dense_forward(m, r0, r1);
-    for (long i = r0; i < r1; i++) {
+    TRACE(TRACE_COMPUTE, "forward L2") dense_forward(m, r0, r1);
+    TRACE(TRACE_COMPUTE, "loss") for (long i = r0; i < r1; i++) {
         unsigned char y = d->y[idx[i]];
         m->loss_row[i] = softmax_xent(m->logits + i * CLASSES, &y, 1, CLASSES, &st->correct);
     }
-    dense_backward_input(m, r0, r1);
+    TRACE(TRACE_COMPUTE, "backward L2") dense_backward_input(m, r0, r1);
     double c2 = timer_now();
-    conv_backward_rows(m, d->x, idx, r0, r1);
+    TRACE(TRACE_COMPUTE, "backward L1") conv_backward_rows(m, d->x, idx, r0, r1);
     st->conv_seconds += (c1 - c0) + (timer_now() - c2);
     st->conv_samples += r1 - r0;
 }
@@ -859,7 +862,7 @@ static void train_step(cnn *m, thread_stats *st, const dataset *d, const uint32_
     }
     while (take_piece(&blocks[t], 1, T == 1, &lo, &hi)) sample_pass(m, st, d, idx, lo, hi);
     blocks[t].owner_end = lo;
-    if (t < active) dense_backward_weights(m, r0, lo, thread_grad(m, t));
+    if (t < active) TRACE(TRACE_COMPUTE, "backward L2") dense_backward_weights(m, r0, lo, thread_grad(m, t));
     for (int found = T > 1; found;) {    /* others' blocks, until a sweep finds nothing */
         found = 0;
         for (int v = (t + 1) % T; v != t; v = (v + 1) % T)
@@ -867,19 +870,21 @@ static void train_step(cnn *m, thread_stats *st, const dataset *d, const uint32_
     }
     team_barrier(st);            /* every sample done, every owner's prefix summed */
     float scale = -lr / (float)batch_rows;
-    finish_taken_tails(m, rows, active, t, T);
-    combine_dense_slice(m, active, t, T);
+    TRACE(TRACE_COMM, "thread sum") {
+        finish_taken_tails(m, rows, active, t, T);
+        combine_dense_slice(m, active, t, T);
+    }
 #pragma omp master
-    {
+    TRACE(TRACE_COMM, "thread sum") {
         small_sums(m, rows, active, T);
         combine_small(m, active);
         for (int i = 0; i < rows; i++) *loss += m->loss_row[i];
     }
     if (nranks == 1) {
-        update_slice(m, scale, t, T);
-        transpose_slice(m, t, T);
+        TRACE(TRACE_UPDATE, "update") update_slice(m, scale, t, T);
+        TRACE(TRACE_UPDATE, "transpose W") transpose_slice(m, t, T);
 #pragma omp master
-        update_small(m, scale);
+        TRACE(TRACE_UPDATE, "update") update_small(m, scale);
         team_barrier(st);        /* parameters updated before the next step reads them */
         return;
     }
@@ -887,17 +892,17 @@ static void train_step(cnn *m, thread_stats *st, const dataset *d, const uint32_
 #pragma omp master
     {
         exchange_gradients(m);
-        if (sync_mode == SYNC_ALLREDUCE || rank == 0) update_small(m, scale);
+        if (sync_mode == SYNC_ALLREDUCE || rank == 0) TRACE(TRACE_UPDATE, "update") update_small(m, scale);
     }
     team_barrier(st);
-    if (sync_mode == SYNC_ALLREDUCE || rank == 0) update_slice(m, scale, t, T);
+    if (sync_mode == SYNC_ALLREDUCE || rank == 0) TRACE(TRACE_UPDATE, "update") update_slice(m, scale, t, T);
     if (sync_mode == SYNC_REDUCE_BCAST) {
         team_barrier(st);
 #pragma omp master
         broadcast_params(m);
         team_barrier(st);
     }
-    transpose_slice(m, t, T);
+    TRACE(TRACE_UPDATE, "transpose W") transpose_slice(m, t, T);
     team_barrier(st);            /* WdT complete before the next step's logits */
 }
 
@@ -977,8 +982,10 @@ int main(int argc, char **argv) {
 
     /* outputs (rank 0 writes them): checked before the work, not after it */
     agree_or_die(rank == 0 && (results_check_output(o->csv, "--csv", err, sizeof err) ||
-                               checkpoint_check_flags(o, err, sizeof err) || schedule_check_flags(o, err, sizeof err)),
+                               checkpoint_check_flags(o, err, sizeof err) || schedule_check_flags(o, err, sizeof err) ||
+                               trace_check_output(o, NULL, err, sizeof err)),
                  err, 2);
+    agree_or_die(trace_open(o, T, rank, 64, err, sizeof err), err, 2);
 
     /* data: every rank checks the files; the sizes decide the same errors on every rank */
     sharded_data data;
@@ -1059,6 +1066,7 @@ int main(int argc, char **argv) {
 
     /* training: one parallel region per epoch; every thread walks every batch */
     watchdog_start();
+    trace_start_mpi();
     double t_start = timer_now() - ck.seconds;
     for (int epoch = ck.epochs_done + 1; epoch <= o->epochs; epoch++) {
         prng_permutation(order, (uint32_t)train_n, o->seed, (uint64_t)epoch);
@@ -1077,14 +1085,18 @@ int main(int argc, char **argv) {
                 long lo, count;   /* this rank's rows of the global batch */
                 shard(rows, rank, nranks, &lo, &count);
                 if (t == 0) watchdog_progress(epoch, start / o->batch + 1);
+                double t_step = trace_step_begin_team(epoch);
                 train_step(&m, &st[t], &train, order + start + lo, (int)count, rows,
                            lr_at(o, epoch, start / o->batch, steps_per_epoch(o, train_n)), &loss_sum, t, T);
+                trace_step_end(t_step);
             }
         }
         double seconds = timer_now() - t0, comm = comm_seconds, sync = 0.0;
         long correct = 0;
         for (int t = 0; t < T; t++) { sync += st[t].sync; correct += st[t].correct; }
-        long test_correct = evaluate(&m, st, T, &test, NULL);
+        long test_correct;
+        trace_epoch_level(epoch);
+        TRACE(TRACE_EVAL, "eval") test_correct = evaluate(&m, st, T, &test, NULL);
         /* totals over the ranks (every rank gets them, so all stop together on divergence) */
         double mine[5] = { loss_sum, (double)correct, (double)test_correct, comm, sync }, sum[5], slowest;
         mpi_check(MPI_Allreduce(mine, sum, 5, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
@@ -1101,7 +1113,8 @@ int main(int argc, char **argv) {
             return 1;
         int stop = target_reached(o, epoch, acc_curve[epoch - 1]);   /* the same sums on every rank */
         watchdog_beat();   /* a checkpoint being written is progress */
-        t_start += checkpoint_after_epoch_root(&ck, o, epoch, timer_now() - t_start);
+        TRACE_IF(checkpoint_due(o, epoch), TRACE_CHECKPOINT, "checkpoint")
+            t_start += checkpoint_after_epoch_root(&ck, o, epoch, timer_now() - t_start);
         if (stop) break;
     }
     double total = timer_now() - t_start;
@@ -1158,6 +1171,7 @@ int main(int argc, char **argv) {
         free(extra);
     }
 
+    if (trace_finish_mpi(PROGRAM, variant, o)) status = 1;
     cnn_free(&m);
     dataset_free(&train);
     if (test_count > 0) dataset_free(&test);

@@ -68,6 +68,7 @@ void options_defaults(train_options *o) {
     o->seed = 42;
     o->lr_base_batch = 64;
     o->csv = "results/runs.csv";
+    o->trace_steps = 1000;
 }
 
 const char *options_value(const char *prog, int argc, char **argv, int *i) {
@@ -182,6 +183,11 @@ int options_parse_common(train_options *o, const char *prog, int argc, char **ar
         else options_die(prog, "--lr-scaling: unknown mode '%s' (none, linear)", v);
     } else if (!strcmp(a, "--lr-base-batch"))
         o->lr_base_batch = options_long(prog, a, options_value(prog, argc, argv, i), 1, 100000000);
+    else if (!strcmp(a, "--trace")) {
+        o->trace = options_value(prog, argc, argv, i);
+        if (!*o->trace) options_die(prog, "--trace: empty file name");
+    } else if (!strcmp(a, "--trace-steps"))
+        o->trace_steps = options_long(prog, a, options_value(prog, argc, argv, i), 1, 100000000);
     else if (!strcmp(a, "--warmup-epochs"))
         o->warmup_epochs = (int)options_long(prog, a, options_value(prog, argc, argv, i), 0, 100000);
     else return 0;
@@ -211,6 +217,8 @@ void options_usage_common(void) {
         "  --csv FILE|none       append one result row to FILE [results/runs.csv]\n"
         "  --predict K           show K test images as ASCII art with predictions [0]\n"
         "  --quiet               no per-epoch progress lines\n"
+        "  --trace FILE          write a timeline of the run (Chrome trace JSON: Perfetto) [off]\n"
+        "  --trace-steps N       the first N training steps in the timeline [1000]\n"
         "Checkpoints:\n"
         "  --checkpoint FILE     save the run's state to FILE after every N epochs and the last\n"
         "  --checkpoint-every N  [1]\n"

@@ -39,6 +39,8 @@ typedef struct train_options_s {
     int lr_scaling;            /* --lr-scaling none|linear (schedule.h) */
     long lr_base_batch;        /* --lr-base-batch B0 [64]: linear scaling's lr x batch / B0 */
     int warmup_epochs;         /* --warmup-epochs W [0]: ramp --lr to the scaled rate */
+    const char *trace;         /* --trace FILE: Chrome trace-event timeline of the run (trace.h) */
+    long trace_steps;          /* --trace-steps N [1000]: the first N training steps traced */
 } train_options;
 
 void options_defaults(train_options *o);

@@ -45,6 +45,7 @@ extern "C" {
 #include "results.h"
 #include "schedule.h"   /* lr_at(), target_reached() */
 #include "timer.h"
+#include "trace.h"     /* --trace: host-side spans (launches, copies, MPI calls) */
 }
 
 #ifdef USE_MPI
@@ -52,6 +53,8 @@ extern "C" {
 #define OMPI_SKIP_MPICXX 1      /* the C API only: skip the deprecated C++ bindings */
 #define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
+
+#include "trace_mpi.h"  /* --trace: the ranks' events gathered to rank 0 */
 #include <unistd.h>
 #define MPI_BUILD 1
 #else
@@ -536,7 +539,8 @@ static void dense_forward(mlp *m, int l, const float *input, int rows) {
 }
 
 static void mlp_forward(mlp *m, const float *input, int rows) {
-    for (int l = 1; l <= m->n_layers; l++) dense_forward(m, l, l == 1 ? input : m->act[l - 1], rows);
+    for (int l = 1; l <= m->n_layers; l++)
+        TRACE(TRACE_COMPUTE, trace_layer("forward", l)) dense_forward(m, l, l == 1 ? input : m->act[l - 1], rows);
 }
 
 /* Softmax + cross-entropy, one thread per row, serial's softmax_xent line for line:
@@ -615,12 +619,15 @@ static void train_step(mlp *m, int rows, int batch_rows, float lr) {
     int update = m->grad == NULL;   /* without MPI: serial's fused update */
     if (rows > 0) {
         mlp_forward(m, m->act[0], rows);
-        LAUNCH(softmax_xent_kernel, blocks_for(rows, THREADS), THREADS, m->act[L], m->batch_y, rows, m->size[L],
-               m->row_loss, m->row_correct);
-        LAUNCH(loss_sum_kernel, 1, 1, m->row_loss, m->row_correct, rows, m->loss_sum, m->correct_sum);
+        TRACE(TRACE_COMPUTE, "loss") {
+            LAUNCH(softmax_xent_kernel, blocks_for(rows, THREADS), THREADS, m->act[L], m->batch_y, rows, m->size[L],
+                   m->row_loss, m->row_correct);
+            LAUNCH(loss_sum_kernel, 1, 1, m->row_loss, m->row_correct, rows, m->loss_sum, m->correct_sum);
+        }
     }
-    dense_backward(m, L, m->act[L], rows, scale, update);
-    for (int l = L - 1; l >= 1; l--) dense_backward(m, l, m->delta[l], rows, scale, update);
+    TRACE(TRACE_COMPUTE, trace_layer("backward", L)) dense_backward(m, L, m->act[L], rows, scale, update);
+    for (int l = L - 1; l >= 1; l--)
+        TRACE(TRACE_COMPUTE, trace_layer("backward", l)) dense_backward(m, l, m->delta[l], rows, scale, update);
     if (!update) exchange_and_update(m, scale);
 }
 
@@ -646,7 +653,7 @@ static void mpi_check(int rc, const char *call) {
     fatal(1);
 }
 /* COMM(MPI_Allreduce, (args)): call, check, add the seconds to comm_seconds */
-#define COMM(fn, args) do { double t_ = timer_now(); mpi_check(fn args, #fn); \
+#define COMM(fn, args) do { double t_ = timer_now(); TRACE(trace_mpi_cat(#fn), #fn) mpi_check(fn args, #fn); \
                             comm_seconds += timer_now() - t_; } while (0)
 
 /* Set-up errors: if any rank failed, the lowest failing rank prints its one-line message
@@ -663,10 +670,12 @@ static void agree_or_die(int failed, const char *msg, int status) {
  * every rank applies serial's update to its replica. */
 static void exchange_and_update(mlp *m, float scale) {
     size_t bytes = sizeof(float) * (size_t)m->params_alloc;
-    CUDA(cudaMemcpy(m->host_params, m->grad, bytes, cudaMemcpyDeviceToHost));
+    /* the first copy waits for the device's queued backward, then moves the gradient */
+    TRACE(TRACE_COMM, "cudaMemcpy D2H") CUDA(cudaMemcpy(m->host_params, m->grad, bytes, cudaMemcpyDeviceToHost));
     COMM(MPI_Allreduce, (MPI_IN_PLACE, m->host_params, (int)m->params_alloc, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
-    CUDA(cudaMemcpy(m->grad, m->host_params, bytes, cudaMemcpyHostToDevice));
-    LAUNCH(sgd_update_kernel, blocks_for(m->params_alloc, THREADS), THREADS, m->params, m->grad, m->params_alloc, scale);
+    TRACE(TRACE_COMM, "cudaMemcpy H2D") CUDA(cudaMemcpy(m->grad, m->host_params, bytes, cudaMemcpyHostToDevice));
+    TRACE(TRACE_UPDATE, "update")
+        LAUNCH(sgd_update_kernel, blocks_for(m->params_alloc, THREADS), THREADS, m->params, m->grad, m->params_alloc, scale);
 }
 #else
 static void agree_or_die(int failed, const char *msg, int status) {
@@ -747,14 +756,17 @@ static void epoch_launches(mlp *m, const device_data *d, const uint32_t *dev_ord
                            const train_options *o, int epoch) {
     long batch = o->batch;
     for (long start = 0; start < train_n; start += batch) {
+        double t_step = trace_step_begin(epoch);
         int rows = (int)(train_n - start < batch ? train_n - start : batch);
         long lo, count;   /* this rank's rows of the global batch */
         shard(rows, rank, nranks, &lo, &count);
         watchdog_progress(epoch, start / batch + 1);
         if (count > 0)
-            LAUNCH(gather_kernel, blocks_for(count * d->features, THREADS), THREADS, d->x, d->y,
-                   dev_order + start + lo, (int)count, d->features, m->act[0], m->batch_y);
+            TRACE(TRACE_DATA, "batch")
+                LAUNCH(gather_kernel, blocks_for(count * d->features, THREADS), THREADS, d->x, d->y,
+                       dev_order + start + lo, (int)count, d->features, m->act[0], m->batch_y);
         train_step(m, (int)count, rows, lr_at(o, epoch, start / batch, steps_per_epoch(o, train_n)));
+        trace_step_end(t_step);
     }
 }
 
@@ -838,7 +850,9 @@ int main(int argc, char **argv) {
     char err[IDX_ERR_LEN] = "";
 
     /* outputs (rank 0 writes them): checked before the work, not after it */
-    agree_or_die(rank == 0 && (results_check_output(o->csv, "--csv", err, sizeof err)), err, 2);
+    agree_or_die(rank == 0 && (results_check_output(o->csv, "--csv", err, sizeof err) ||
+                               trace_check_output(o, NULL, err, sizeof err)), err, 2);
+    agree_or_die(trace_open(o, 1, rank, 32, err, sizeof err), err, 2);
 
     /* the device first: without one there is nothing to do (exit 3) */
     cudaDeviceProp prop;
@@ -947,8 +961,13 @@ int main(int argc, char **argv) {
     /* --graph: the epoch captured once here (nothing runs); each epoch replays it */
     cudaGraphExec_t epoch_graph = co.graph ? capture_epoch(&m, &dtrain, dev_order, train_n, o) : NULL;
 
-    /* training */
+    /* training (--graph: one launch an epoch, no per-step host spans) */
     watchdog_start();
+#ifdef USE_MPI
+    trace_start_mpi();
+#else
+    trace_start();
+#endif
     double t_start = timer_now();
     for (int epoch = 1; epoch <= o->epochs; epoch++) {
         prng_permutation(order, (uint32_t)train_n, o->seed, (uint64_t)epoch);
@@ -968,7 +987,9 @@ int main(int argc, char **argv) {
         long long correct = 0;
         CUDA(cudaMemcpy(&loss_sum, m.loss_sum, sizeof(double), cudaMemcpyDeviceToHost));
         CUDA(cudaMemcpy(&correct, m.correct_sum, sizeof(long long), cudaMemcpyDeviceToHost));
-        long test_correct = evaluate(&m, &dtest, &test, dev_pred, pred);
+        long test_correct;
+        trace_epoch_level(epoch);
+        TRACE(TRACE_EVAL, "eval") test_correct = evaluate(&m, &dtest, &test, dev_pred, pred);
         double sum[4] = { loss_sum, (double)correct, (double)test_correct, comm }, slowest = seconds;
 #ifdef USE_MPI
         /* totals over the ranks (every rank gets them, so all stop together on divergence) */
@@ -1024,6 +1045,11 @@ int main(int argc, char **argv) {
         }
     }
 
+#ifdef USE_MPI
+    if (trace_finish_mpi(PROGRAM, variant, o)) status = 1;
+#else
+    if (trace_finish(PROGRAM, variant, o, err, sizeof err)) { fprintf(stderr, PROGRAM ": %s\n", err); status = 1; }
+#endif
 #ifndef CUDA_EMU
     if (kernel_kind == KERNEL_CUBLAS) CUBLAS(cublasDestroy(cublas));
 #endif

@@ -52,6 +52,7 @@
 #include "sharded_data.h"
 #include "schedule.h"   /* lr_at(), target_reached() */
 #include "timer.h"
+#include "trace_mpi.h"  /* --trace: TRACE(cat, name) marks, the ranks' events gathered */
 
 #ifndef _OPENMP
 #error "hybrid/hybrid.c needs OpenMP: compile with -fopenmp"
@@ -229,7 +230,9 @@ static void mlp_free(mlp *m) {
 /* A barrier, timed: the wait is added to the thread's counters. */
 static void team_barrier(thread_stats *st) {
     double t0 = timer_now();
+    TRACE(TRACE_WAIT, "barrier") {
 #pragma omp barrier
+    }
     st->barrier += timer_now() - t0;
 }
 
@@ -248,7 +251,7 @@ static void dense_forward(const mlp *m, work *w, int l, int rows) {
 }
 
 static void mlp_forward(const mlp *m, work *w, int rows) {
-    for (int l = 1; l <= m->n_layers; l++) dense_forward(m, w, l, rows);
+    for (int l = 1; l <= m->n_layers; l++) TRACE(TRACE_COMPUTE, trace_layer("forward", l)) dense_forward(m, w, l, rows);
 }
 
 // ----------------------------------------------------------------------------
@@ -288,7 +291,7 @@ static hier_comms hier;          /* hierarchical: the node and leader communicat
 
 /* COMM(MPI_Allreduce, (args)): call, check, add the seconds to comm_seconds. Only ever
  * run by the master thread (MPI_THREAD_FUNNELED), so comm_seconds needs no lock. */
-#define COMM(fn, args) do { double t_ = timer_now(); mpi_check(fn args, #fn); \
+#define COMM(fn, args) do { double t_ = timer_now(); TRACE(trace_mpi_cat(#fn), #fn) mpi_check(fn args, #fn); \
                             comm_seconds += timer_now() - t_; } while (0)
 
 /* thread t's slices of the parameter layout: rows [i0, i1) of every W (columns of every
@@ -366,14 +369,15 @@ static void train_step(mlp *m, work *ws, thread_stats *st, const dataset *d, con
     int n = (int)(hi - lo);
     if (n > 0) {
         size_t bytes = sizeof(float) * (size_t)d->features;
-        for (int r = 0; r < n; r++) {
+        TRACE(TRACE_DATA, "batch") for (int r = 0; r < n; r++) {
             memcpy(w->act[0] + (size_t)r * d->features, d->x + (size_t)idx[lo + r] * d->features, bytes);
             w->y[r] = d->y[idx[lo + r]];
         }
         mlp_forward(m, w, n);
-        st->loss += softmax_xent(w->act[L], w->y, n, m->size[L], &st->correct);
-        dense_backward(m, w, L, w->act[L], n);
-        for (int l = L - 1; l >= 1; l--) dense_backward(m, w, l, w->delta[l], n);
+        TRACE(TRACE_COMPUTE, "loss") st->loss += softmax_xent(w->act[L], w->y, n, m->size[L], &st->correct);
+        TRACE(TRACE_COMPUTE, trace_layer("backward", L)) dense_backward(m, w, L, w->act[L], n);
+        for (int l = L - 1; l >= 1; l--)
+            TRACE(TRACE_COMPUTE, trace_layer("backward", l)) dense_backward(m, w, l, w->delta[l], n);
     }
     slices s;
     my_slices(m, t, T, &s);
@@ -382,21 +386,21 @@ static void train_step(mlp *m, work *ws, thread_stats *st, const dataset *d, con
     for (int u = 0; u < active; u++) g[u] = ws[u].grad;
     float scale = -lr / (float)batch_rows;
     team_barrier(st);                              /* every thread's gradient is complete */
-    reduce_threads(m, g, active, &s);
+    TRACE(TRACE_COMM, "thread sum") reduce_threads(m, g, active, &s);
     team_barrier(st);                              /* the rank's gradient is complete */
 #pragma omp master
     exchange_gradients(m);
     team_barrier(st);                              /* the sum over ranks is in m->grad */
     if (sync_mode != SYNC_REDUCE_BCAST) {         /* allreduce, hierarchical: every rank has the sum */
-        update_slices(m, scale, &s);
+        TRACE(TRACE_UPDATE, "update") update_slices(m, scale, &s);
     } else {
-        if (rank == 0) update_slices(m, scale, &s);
+        if (rank == 0) TRACE(TRACE_UPDATE, "update") update_slices(m, scale, &s);
         team_barrier(st);                          /* rank 0's parameters are updated */
 #pragma omp master
         broadcast_params(m);
         team_barrier(st);                          /* every rank holds rank 0's parameters */
     }
-    transpose_slices(m, &s);
+    TRACE(TRACE_UPDATE, "transpose W") transpose_slices(m, &s);
     team_barrier(st);                              /* W and W^T updated before the next forward */
 }
 
@@ -506,8 +510,10 @@ int main(int argc, char **argv) {
     /* outputs (rank 0 writes them): checked before the work, not after it */
     agree_or_die(rank == 0 && (results_check_output(o->csv, "--csv", err, sizeof err) ||
                                results_check_output(ho.dump_params, "--dump-params", err, sizeof err) ||
-                               checkpoint_check_flags(o, err, sizeof err) || schedule_check_flags(o, err, sizeof err)),
+                               checkpoint_check_flags(o, err, sizeof err) || schedule_check_flags(o, err, sizeof err) ||
+                               trace_check_output(o, (const char *[]){ ho.dump_params, NULL }, err, sizeof err)),
                  err, 2);
+    agree_or_die(trace_open(o, T, rank, 4 * MAX_LAYERS + 16, err, sizeof err), err, 2);
 
     /* data: every rank checks the files; the sizes decide the same errors on every rank */
     sharded_data data;
@@ -579,6 +585,7 @@ int main(int argc, char **argv) {
 
     /* training: one parallel region per epoch; MPI inside it from the master thread only */
     watchdog_start();
+    trace_start_mpi();
     double t_start = timer_now() - ck.seconds;
     for (int epoch = ck.epochs_done + 1; epoch <= o->epochs; epoch++) {
         prng_permutation(order, (uint32_t)train_n, o->seed, (uint64_t)epoch);
@@ -596,7 +603,9 @@ int main(int argc, char **argv) {
                 shard(rows, rank, nranks, &lo, &count);
                 if (t == 0) watchdog_progress(epoch, start / batch + 1);
                 float lr = lr_at(o, epoch, start / batch, spe);
+                double t_step = trace_step_begin_team(epoch);
                 train_step(&m, ws, &st[t], &train, order + start + lo, (int)count, rows, lr, t, T);
+                trace_step_end(t_step);
             }
         }
         double seconds = timer_now() - t0, comm = comm_seconds;
@@ -607,7 +616,9 @@ int main(int argc, char **argv) {
             correct += st[t].correct;
             barrier += st[t].barrier;
         }
-        long test_correct = evaluate(&m, ws, st, T, &test, NULL);
+        long test_correct;
+        trace_epoch_level(epoch);
+        TRACE(TRACE_EVAL, "eval") test_correct = evaluate(&m, ws, st, T, &test, NULL);
         /* totals over the ranks (every rank gets them, so all stop together on divergence) */
         double mine[5] = { loss_sum, (double)correct, (double)test_correct, comm, barrier }, sum[5], slowest;
         mpi_check(MPI_Allreduce(mine, sum, 5, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
@@ -624,7 +635,8 @@ int main(int argc, char **argv) {
             return 1;
         int stop = target_reached(o, epoch, acc_curve[epoch - 1]);   /* the same sums on every rank */
         watchdog_beat();   /* a checkpoint being written is progress */
-        t_start += checkpoint_after_epoch_root(&ck, o, epoch, timer_now() - t_start);
+        TRACE_IF(checkpoint_due(o, epoch), TRACE_CHECKPOINT, "checkpoint")
+            t_start += checkpoint_after_epoch_root(&ck, o, epoch, timer_now() - t_start);
         if (stop) break;
     }
     double total = timer_now() - t_start;
@@ -665,6 +677,7 @@ int main(int argc, char **argv) {
         if (status) fprintf(stderr, PROGRAM ": %s\n", err);
     }
 
+    if (trace_finish_mpi(PROGRAM, variant, o)) status = 1;
     for (int i = 0; i < T; i++) work_free(&ws[i], &m);
     hier_free(&hier);
     mlp_free(&m);

@@ -52,6 +52,7 @@
 #include "sharded_data.h"
 #include "schedule.h"   /* lr_at(), target_reached() */
 #include "timer.h"
+#include "trace_mpi.h"  /* --trace: TRACE(cat, name) marks, the ranks' events gathered */
 #include "watchdog.h"   /* --timeout-step: the stuck-rank watchdog */
 
 #define PROGRAM "mpi"
@@ -210,7 +211,7 @@ static void dense_forward(mlp *m, int l, int rows) {
 }
 
 static void mlp_forward(mlp *m, int rows) {
-    for (int l = 1; l <= m->n_layers; l++) dense_forward(m, l, rows);
+    for (int l = 1; l <= m->n_layers; l++) TRACE(TRACE_COMPUTE, trace_layer("forward", l)) dense_forward(m, l, rows);
 }
 
 // ----------------------------------------------------------------------------
@@ -256,7 +257,11 @@ static int n_pending;
 static hier_comms hier;          /* hierarchical: the node and leader communicators */
 
 /* COMM(MPI_Allreduce, (args)): call, check, count the seconds as the comm phase */
-#define COMM(fn, args) do { phase_begin(PHASE_COMM); mpi_check(fn args, #fn); phase_end(PHASE_COMM); } while (0)
+#define COMM(fn, args) do { \
+        phase_begin(PHASE_COMM); \
+        TRACE(trace_mpi_cat(#fn), #fn) mpi_check(fn args, #fn); \
+        phase_end(PHASE_COMM); \
+    } while (0)
 
 static void grad_ready(mlp *m, int l) {
     if (sync_mode != SYNC_OVERLAP) return;
@@ -279,7 +284,7 @@ static void comm_progress(void) {
 static void sgd_update(mlp *m, float scale) {
     float *restrict p = m->params;
     const float *restrict g = m->grad;
-    for (long i = 0; i < m->params_alloc; i++) p[i] = fmaf(scale, g[i], p[i]);
+    TRACE(TRACE_UPDATE, "update") for (long i = 0; i < m->params_alloc; i++) p[i] = fmaf(scale, g[i], p[i]);
 }
 
 /* After backward: sum the gradients over the ranks and apply them (--sync). */
@@ -313,9 +318,10 @@ static double train_step(mlp *m, const unsigned char *y, int rows, int batch_row
     int L = m->n_layers;
     phase_begin(PHASE_COMPUTE);
     mlp_forward(m, rows);
-    double loss = softmax_xent(m->act[L], y, rows, m->size[L], correct);
-    dense_backward(m, L, m->act[L], rows);
-    for (int l = L - 1; l >= 1; l--) dense_backward(m, l, m->delta[l], rows);
+    double loss;
+    TRACE(TRACE_COMPUTE, "loss") loss = softmax_xent(m->act[L], y, rows, m->size[L], correct);
+    TRACE(TRACE_COMPUTE, trace_layer("backward", L)) dense_backward(m, L, m->act[L], rows);
+    for (int l = L - 1; l >= 1; l--) TRACE(TRACE_COMPUTE, trace_layer("backward", l)) dense_backward(m, l, m->delta[l], rows);
     phase_end(PHASE_COMPUTE);
     float scale = -lr / (float)batch_rows;
     exchange_and_update(m, scale);
@@ -359,8 +365,10 @@ int main(int argc, char **argv) {
     /* outputs (rank 0 writes them): checked before the work, not after it */
     agree_or_die(rank == 0 && (results_check_output(o->csv, "--csv", err, sizeof err) ||
                                results_check_output(mo.dump_params, "--dump-params", err, sizeof err) ||
-                               checkpoint_check_flags(o, err, sizeof err) || schedule_check_flags(o, err, sizeof err)),
+                               checkpoint_check_flags(o, err, sizeof err) || schedule_check_flags(o, err, sizeof err) ||
+                               trace_check_output(o, (const char *[]){ mo.dump_params, NULL }, err, sizeof err)),
                  err, 2);
+    agree_or_die(trace_open(o, 1, rank, 4 * MAX_LAYERS + 8, err, sizeof err), err, 2);
 
     /* data: every rank checks the files; the sizes decide the same errors on every rank */
     sharded_data data;
@@ -408,6 +416,7 @@ int main(int argc, char **argv) {
     /* training */
     run_log log = { o, train_n, test_n, loss_curve, acc_curve, epoch_sec, comm_sec, 0, 0 };
     watchdog_start();
+    trace_start_mpi();
     double t_start = timer_now() - ck.seconds;
     for (int epoch = ck.epochs_done + 1; epoch <= o->epochs; epoch++) {
         prng_permutation(order, (uint32_t)train_n, o->seed, (uint64_t)epoch);
@@ -415,18 +424,23 @@ int main(int argc, char **argv) {
         double t0 = timer_now(), loss_sum = 0.0;
         long correct = 0;
         for (long start = 0; start < train_n; start += o->batch) {
-            int rows = (int)(train_n - start < o->batch ? train_n - start : o->batch);
+            double t_step = trace_step_begin(epoch);
+            int rows = (int)(train_n - start < o->batch ? train_n - start : o->batch), count;
             watchdog_progress(epoch, start / o->batch + 1);
-            int count = gather_rank_rows(&train, order, start, rows, m.act[0], batch_y);   /* this rank's rows */
+            TRACE(TRACE_DATA, "batch") count = gather_rank_rows(&train, order, start, rows, m.act[0], batch_y);   /* this rank's rows */
             float lr = lr_at(o, epoch, start / o->batch, steps_per_epoch(o, train_n));
             loss_sum += train_step(&m, batch_y, count, rows, lr, &correct);
+            trace_step_end(t_step);
         }
         double seconds = timer_now() - t0;
-        long test_correct = evaluate(&m, &test, NULL);
+        long test_correct;
+        trace_epoch_level(epoch);
+        TRACE(TRACE_EVAL, "eval") test_correct = evaluate(&m, &test, NULL);
         if (end_epoch(&log, epoch, loss_sum, correct, test_correct, seconds)) return 1;   /* every rank alike */
         int stop = target_reached(o, epoch, acc_curve[epoch - 1]);   /* the same sums on every rank */
         watchdog_beat();   /* a checkpoint being written is progress */
-        t_start += checkpoint_after_epoch_root(&ck, o, epoch, timer_now() - t_start);
+        TRACE_IF(checkpoint_due(o, epoch), TRACE_CHECKPOINT, "checkpoint")
+            t_start += checkpoint_after_epoch_root(&ck, o, epoch, timer_now() - t_start);
         if (stop) break;
     }
     double total = timer_now() - t_start;
@@ -438,6 +452,7 @@ int main(int argc, char **argv) {
     run_end end = { PROGRAM, variant, &log, train.side, dense_flops_per_sample(m.size, m.n_layers), total, mo.dump_params,
                     m.n_layers, m.size, m.W, m.b, &m, evaluate };
     int status = finish_run(&end);
+    if (trace_finish_mpi(PROGRAM, variant, o)) status = 1;
 
     mlp_free(&m);
     hier_free(&hier);

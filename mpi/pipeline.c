@@ -45,6 +45,7 @@
 #include "results.h"
 #include "schedule.h"   /* lr_at(), target_reached() */
 #include "timer.h"
+#include "trace_mpi.h"  /* --trace: TRACE(cat, name) marks, the ranks' events gathered */
 
 
 #define PROGRAM "pipeline"
@@ -217,7 +218,7 @@ static void dense_forward(mlp *m, int l, long off, int rows) {
 
 /* this stage's layers */
 static void stage_forward(mlp *m, long off, int rows) {
-    for (int l = m->first; l <= m->last; l++) dense_forward(m, l, off, rows);
+    for (int l = m->first; l <= m->last; l++) TRACE(TRACE_COMPUTE, trace_layer("forward", l)) dense_forward(m, l, off, rows);
 }
 
 // ----------------------------------------------------------------------------
@@ -252,7 +253,7 @@ static void dense_backward(mlp *m, int l, const float *dz, long off, int rows) {
 /* this stage's layers, last to first; dz = dL/dZ of layer `last` for these rows */
 static void stage_backward(mlp *m, const float *dz, long off, int rows) {
     for (int l = m->last; l >= m->first; l--) {
-        dense_backward(m, l, dz, off, rows);
+        TRACE(TRACE_COMPUTE, trace_layer("backward", l)) dense_backward(m, l, dz, off, rows);
         if (l > m->first) dz = m->delta[l - 1] + off * m->size[l - 1];
     }
 }
@@ -265,7 +266,7 @@ static double busy_seconds;      /* computing (forward, loss, backward, update),
 static MPI_Request *recv_req, *send_req;   /* M receives; 2M sends (forward, backward) */
 
 /* COMM(MPI_Send, (args)): call, check, add the seconds to comm_seconds */
-#define COMM(fn, args) do { double t_ = timer_now(); mpi_check(fn args, #fn); \
+#define COMM(fn, args) do { double t_ = timer_now(); TRACE(trace_mpi_cat(#fn), #fn) mpi_check(fn args, #fn); \
                             comm_seconds += timer_now() - t_; } while (0)
 
 static void sgd_update(mlp *m, float scale);
@@ -291,10 +292,11 @@ static double gpipe_step(mlp *m, const unsigned char *y, int rows, int microbatc
         }
     for (int k = 0; k < M; k++) {
         shard(rows, k, M, &lo, &n);
-        if (has_prev) COMM(MPI_Wait, (&recv_req[k], MPI_STATUS_IGNORE));
+        if (has_prev) TRACE(TRACE_WAIT, "pipeline idle") COMM(MPI_Wait, (&recv_req[k], MPI_STATUS_IGNORE));
         t = timer_now();
         stage_forward(m, lo, (int)n);
-        if (!has_next) loss += softmax_xent(m->act[L] + lo * m->size[L], y + lo, (int)n, m->size[L], correct);
+        if (!has_next)
+            TRACE(TRACE_COMPUTE, "loss") loss += softmax_xent(m->act[L] + lo * m->size[L], y + lo, (int)n, m->size[L], correct);
         busy_seconds += timer_now() - t;
         if (has_next)
             COMM(MPI_Isend, (m->act[last] + lo * out, (int)(n * out), MPI_FLOAT, next, k, MPI_COMM_WORLD, &send_req[k]));
@@ -302,9 +304,11 @@ static double gpipe_step(mlp *m, const unsigned char *y, int rows, int microbatc
 
     /* backward (drain), last micro-batch first; gradient sums start at zero */
     t = timer_now();
-    memset(m->grad, 0, sizeof(float) * (size_t)m->params_alloc);
-    for (int l = first; l <= last; l++)
-        if (l > 1) transpose(m->W[l], m->size[l - 1], m->size[l], m->wt[l], m->size[l - 1]);
+    TRACE(TRACE_COMPUTE, "zero gradient, transpose W") {
+        memset(m->grad, 0, sizeof(float) * (size_t)m->params_alloc);
+        for (int l = first; l <= last; l++)
+            if (l > 1) transpose(m->W[l], m->size[l - 1], m->size[l], m->wt[l], m->size[l - 1]);
+    }
     busy_seconds += timer_now() - t;
     if (has_next)
         for (int k = 0; k < M; k++) {
@@ -313,7 +317,7 @@ static double gpipe_step(mlp *m, const unsigned char *y, int rows, int microbatc
         }
     for (int k = M - 1; k >= 0; k--) {
         shard(rows, k, M, &lo, &n);
-        if (has_next) COMM(MPI_Wait, (&recv_req[k], MPI_STATUS_IGNORE));
+        if (has_next) TRACE(TRACE_WAIT, "pipeline idle") COMM(MPI_Wait, (&recv_req[k], MPI_STATUS_IGNORE));
         t = timer_now();
         stage_backward(m, has_next ? m->delta[last] + lo * out : m->act[L] + lo * m->size[L], lo, (int)n);
         busy_seconds += timer_now() - t;
@@ -335,7 +339,7 @@ static double gpipe_step(mlp *m, const unsigned char *y, int rows, int microbatc
 static void sgd_update(mlp *m, float scale) {
     float *restrict p = m->params;
     const float *restrict g = m->grad;
-    for (long i = 0; i < m->params_alloc; i++) p[i] = fmaf(scale, g[i], p[i]);
+    TRACE(TRACE_UPDATE, "update") for (long i = 0; i < m->params_alloc; i++) p[i] = fmaf(scale, g[i], p[i]);
 }
 
 // ----------------------------------------------------------------------------
@@ -408,7 +412,8 @@ int main(int argc, char **argv) {
 
     /* outputs (rank 0 writes them): checked before the work, not after it */
     agree_or_die(rank == 0 && (results_check_output(o->csv, "--csv", err, sizeof err) ||
-                               checkpoint_check_flags(o, err, sizeof err) || schedule_check_flags(o, err, sizeof err)),
+                               checkpoint_check_flags(o, err, sizeof err) || schedule_check_flags(o, err, sizeof err) ||
+                               trace_check_output(o, NULL, err, sizeof err)),
                  err, 2);
 
     /* data sizes and the flags that depend on them (the same on every rank) */
@@ -424,6 +429,7 @@ int main(int argc, char **argv) {
     if (o->batch > train_n) die_all("--batch %ld is larger than the %ld training samples", o->batch, train_n);
     if (po.microbatches > o->batch)
         die_all("--microbatches %d is larger than the batch of %ld rows", po.microbatches, o->batch);
+    agree_or_die(trace_open(o, 1, rank, (4 * MAX_LAYERS + 8) * po.microbatches + 8, err, sizeof err), err, 2);
     int L = o->n_hidden + 1;
     if (nranks > L)
         die_all("%d ranks but the network has only %d layers: at most one stage per layer (more --hidden layers or fewer ranks)", nranks, L);
@@ -547,6 +553,7 @@ int main(int argc, char **argv) {
 
     /* training */
     watchdog_start();
+    trace_start_mpi();
     double t_start = timer_now() - ck.seconds, my_busy = 0.0, counted_seconds = 0.0;
     for (int epoch = ck.epochs_done + 1; epoch <= o->epochs; epoch++) {
         prng_permutation(order, (uint32_t)train_n, o->seed, (uint64_t)epoch);
@@ -554,15 +561,21 @@ int main(int argc, char **argv) {
         double t0 = timer_now(), loss_sum = 0.0;
         long correct = 0;
         for (long start = 0; start < train_n; start += o->batch) {
+            double t_step = trace_step_begin(epoch);
             int rows = (int)(train_n - start < o->batch ? train_n - start : o->batch);
             watchdog_progress(epoch, start / o->batch + 1);
-            if (rank == 0) gather_batch(&train, order + start, rows, m.act[0], batch_y);
-            if (rank == nranks - 1) gather_labels(&train, order + start, rows, batch_y);
+            TRACE(TRACE_DATA, "batch") {
+                if (rank == 0) gather_batch(&train, order + start, rows, m.act[0], batch_y);
+                if (rank == nranks - 1) gather_labels(&train, order + start, rows, batch_y);
+            }
             loss_sum += gpipe_step(&m, batch_y, rows, po.microbatches,
                                    lr_at(o, epoch, start / o->batch, steps_per_epoch(o, train_n)), &correct);
+            trace_step_end(t_step);
         }
         double seconds = timer_now() - t0, comm = comm_seconds, busy = busy_seconds;
-        long test_correct = evaluate(&m, &test, test_n, NULL);
+        long test_correct;
+        trace_epoch_level(epoch);
+        TRACE(TRACE_EVAL, "eval") test_correct = evaluate(&m, &test, test_n, NULL);
         /* totals over the stages (every rank gets them, so all stop together on divergence) */
         double mine[5] = { loss_sum, (double)correct, (double)test_correct, comm, busy }, sum[5], slowest;
         mpi_check(MPI_Allreduce(mine, sum, 5, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
@@ -580,7 +593,7 @@ int main(int argc, char **argv) {
             return 1;
         int stop = target_reached(o, epoch, acc_curve[epoch - 1]);   /* the same sums on every rank */
         if (stop && counted_seconds == 0) { my_busy = busy; counted_seconds = slowest; }   /* its only epoch */
-        if (checkpoint_due(o, epoch)) {
+        if (checkpoint_due(o, epoch)) TRACE(TRACE_CHECKPOINT, "checkpoint") {
             double t_ck = timer_now();
             watchdog_beat();   /* a checkpoint being written is progress */
             mpi_check(MPI_Gatherv(m.params, stage_floats, MPI_FLOAT, whole, counts, displs, MPI_FLOAT, 0, MPI_COMM_WORLD), "MPI_Gatherv");
@@ -633,6 +646,7 @@ int main(int argc, char **argv) {
         }
     }
 
+    if (trace_finish_mpi(PROGRAM, variant, o)) status = 1;
     mlp_free(&m);
     if (loads) { dataset_free(&train); dataset_free(&test); }
     free(order); free(batch_y); free(loss_curve); free(acc_curve); free(epoch_sec); free(comm_sec);

@@ -67,6 +67,7 @@
 #include "sharded_data.h"
 #include "schedule.h"   /* lr_at(), target_reached() */
 #include "timer.h"
+#include "trace_mpi.h"  /* --trace: TRACE(cat, name) marks, the ranks' events gathered */
 #include "watchdog.h"   /* --timeout-step: the stuck-rank watchdog */
 
 #define PROGRAM "shm"
@@ -224,7 +225,7 @@ static void dense_forward(mlp *m, int l, int rows) {
 }
 
 static void mlp_forward(mlp *m, int rows) {
-    for (int l = 1; l <= m->n_layers; l++) dense_forward(m, l, rows);
+    for (int l = 1; l <= m->n_layers; l++) TRACE(TRACE_COMPUTE, trace_layer("forward", l)) dense_forward(m, l, rows);
 }
 
 // ----------------------------------------------------------------------------
@@ -248,7 +249,11 @@ static void dense_backward(mlp *m, int l, const float *dz, int rows) {
 static hier_comms hier;          /* the node and leader communicators */
 
 /* COMM(MPI_Barrier, (args)): call, check, count the seconds as the comm phase */
-#define COMM(fn, args) do { phase_begin(PHASE_COMM); mpi_check(fn args, #fn); phase_end(PHASE_COMM); } while (0)
+#define COMM(fn, args) do { \
+        phase_begin(PHASE_COMM); \
+        TRACE(trace_mpi_cat(#fn), #fn) mpi_check(fn args, #fn); \
+        phase_end(PHASE_COMM); \
+    } while (0)
 
 static struct {
     MPI_Win win;
@@ -264,9 +269,11 @@ static struct {
 /* Hands the node's stores over to every rank of the node: MPI_Win_sync, MPI_Barrier,
  * MPI_Win_sync (counted as communication). */
 static void node_sync(void) {
-    COMM(MPI_Win_sync, (shm.win));
-    COMM(MPI_Barrier, (hier.node));
-    COMM(MPI_Win_sync, (shm.win));
+    TRACE(TRACE_WAIT, "win_sync") {
+        COMM(MPI_Win_sync, (shm.win));
+        COMM(MPI_Barrier, (hier.node));
+        COMM(MPI_Win_sync, (shm.win));
+    }
 }
 
 /* Collective over MPI_COMM_WORLD, after hier_init and mlp_shape: the window. Every
@@ -377,7 +384,7 @@ static void exchange_and_update(mlp *m, float scale, int batch_rows) {
         if (count > 0) { active[ng] = k; shm.rows[ng] = (int)count; ng++; }
     }
     node_sync();                                   /* every rank's activations and deltas are complete */
-    for (int l = 1; l <= L; l++) {
+    for (int l = 1; l <= L; l++) TRACE(TRACE_UPDATE, trace_layer("update", l)) {
         int in = m->size[l - 1], out = m->size[l], block = slice_block_rows(out);
         long i0, i1, j0, j1, w = m->W[l] - m->params, b = m->b[l] - m->params;
         split_units(in, t, T, 16, &i0, &i1);
@@ -400,7 +407,7 @@ static void exchange_and_update(mlp *m, float scale, int batch_rows) {
         if (hier.leaders != MPI_COMM_NULL)
             COMM(MPI_Allreduce, (MPI_IN_PLACE, shm.sum, (int)m->params_alloc, MPI_FLOAT, MPI_SUM, hier.leaders));
         node_sync();                               /* every node's sum is in the node sum */
-        for (int l = 1; l <= L; l++) {
+        for (int l = 1; l <= L; l++) TRACE(TRACE_UPDATE, "update") {
             long i0, i1, j0, j1, w = m->W[l] - m->params, b = m->b[l] - m->params;
             split_units(m->size[l - 1], t, T, 16, &i0, &i1);
             split_units(m->size[l], t, T, 16, &j0, &j1);
@@ -419,8 +426,10 @@ static double train_step(mlp *m, const unsigned char *y, int rows, int batch_row
     int L = m->n_layers;
     phase_begin(PHASE_COMPUTE);
     mlp_forward(m, rows);
-    double loss = softmax_xent(m->act[L], y, rows, m->size[L], correct);
-    for (int l = L; l > 1; l--) dense_backward(m, l, l == L ? m->act[L] : m->delta[l], rows);
+    double loss;
+    TRACE(TRACE_COMPUTE, "loss") loss = softmax_xent(m->act[L], y, rows, m->size[L], correct);
+    for (int l = L; l > 1; l--)
+        TRACE(TRACE_COMPUTE, trace_layer("backward", l)) dense_backward(m, l, l == L ? m->act[L] : m->delta[l], rows);
     phase_end(PHASE_COMPUTE);
     float scale = -lr / (float)batch_rows;
     exchange_and_update(m, scale, batch_rows);
@@ -463,7 +472,9 @@ int main(int argc, char **argv) {
     /* outputs (rank 0 writes them): checked before the work, not after it */
     agree_or_die(rank == 0 && (results_check_output(o->csv, "--csv", err, sizeof err) ||
                                results_check_output(so.dump_params, "--dump-params", err, sizeof err) ||
-                               checkpoint_check_flags(o, err, sizeof err)), err, 2);
+                               checkpoint_check_flags(o, err, sizeof err) ||
+                               trace_check_output(o, (const char *[]){ so.dump_params, NULL }, err, sizeof err)), err, 2);
+    agree_or_die(trace_open(o, 1, rank, 4 * MAX_LAYERS + 16, err, sizeof err), err, 2);
 
     /* data: every rank checks the files; the sizes decide the same errors on every rank */
     sharded_data data;
@@ -512,6 +523,7 @@ int main(int argc, char **argv) {
     /* training */
     run_log log = { o, train_n, test_n, loss_curve, acc_curve, epoch_sec, comm_sec, 0, 0 };
     watchdog_start();
+    trace_start_mpi();
     double t_start = timer_now() - ck.seconds;
     for (int epoch = ck.epochs_done + 1; epoch <= o->epochs; epoch++) {
         prng_permutation(order, (uint32_t)train_n, o->seed, (uint64_t)epoch);
@@ -519,18 +531,23 @@ int main(int argc, char **argv) {
         double t0 = timer_now(), loss_sum = 0.0;
         long correct = 0;
         for (long start = 0; start < train_n; start += o->batch) {
-            int rows = (int)(train_n - start < o->batch ? train_n - start : o->batch);
+            double t_step = trace_step_begin(epoch);
+            int rows = (int)(train_n - start < o->batch ? train_n - start : o->batch), count;
             watchdog_progress(epoch, start / o->batch + 1);
-            int count = gather_rank_rows(&train, order, start, rows, m.act[0], batch_y);   /* this rank's rows */
+            TRACE(TRACE_DATA, "batch") count = gather_rank_rows(&train, order, start, rows, m.act[0], batch_y);   /* this rank's rows */
             float lr = lr_at(o, epoch, start / o->batch, steps_per_epoch(o, train_n));
             loss_sum += train_step(&m, batch_y, count, rows, lr, &correct);
+            trace_step_end(t_step);
         }
         double seconds = timer_now() - t0;
-        long test_correct = evaluate(&m, &test, NULL);
+        long test_correct;
+        trace_epoch_level(epoch);
+        TRACE(TRACE_EVAL, "eval") test_correct = evaluate(&m, &test, NULL);
         if (end_epoch(&log, epoch, loss_sum, correct, test_correct, seconds)) { shm_free(); return 1; }   /* every rank alike */
         int stop = target_reached(o, epoch, acc_curve[epoch - 1]);   /* the same sums on every rank */
         watchdog_beat();   /* a checkpoint being written is progress */
-        t_start += checkpoint_after_epoch_root(&ck, o, epoch, timer_now() - t_start);
+        TRACE_IF(checkpoint_due(o, epoch), TRACE_CHECKPOINT, "checkpoint")
+            t_start += checkpoint_after_epoch_root(&ck, o, epoch, timer_now() - t_start);
         if (stop) break;
     }
     double total = timer_now() - t_start;
@@ -542,6 +559,7 @@ int main(int argc, char **argv) {
     run_end end = { "mpi", variant, &log, train.side, dense_flops_per_sample(m.size, m.n_layers), total, so.dump_params,
                     m.n_layers, m.size, m.W, m.b, &m, evaluate };
     int status = finish_run(&end);
+    if (trace_finish_mpi("mpi", variant, o)) status = 1;
 
     free(m.wt);       /* (the window's buffers: shm_free) */
     shm_free();

@@ -51,6 +51,7 @@
 #include "results.h"
 #include "schedule.h"   /* lr_at(), target_reached() */
 #include "timer.h"
+#include "trace.h"     /* --trace: TRACE(cat, name) marks, one track per thread */
 
 #ifndef _OPENMP
 #error "openmp/openmp.c needs OpenMP: compile with -fopenmp"
@@ -331,7 +332,9 @@ static void mlp_free(mlp *m) {
 /* A barrier, timed: the wait is added to the thread's counters. */
 static void team_barrier(thread_stats *st) {
     double t0 = timer_now();
+    TRACE(TRACE_WAIT, "barrier") {
 #pragma omp barrier
+    }
     st->barrier += timer_now() - t0;
 }
 
@@ -360,7 +363,7 @@ static void dense_forward(const mlp *m, work *w, int l, int rows) {
 }
 
 static void mlp_forward(const mlp *m, work *w, int rows) {
-    for (int l = 1; l <= m->n_layers; l++) dense_forward(m, w, l, rows);
+    for (int l = 1; l <= m->n_layers; l++) TRACE(TRACE_COMPUTE, trace_layer("forward", l)) dense_forward(m, w, l, rows);
 }
 
 /* loop: act[1] = activation(x . W[1] + b[1]) for all rows, called by every thread of
@@ -446,13 +449,16 @@ static void dense_backward(const mlp *m, work *w, int l, const float *dz, int ro
  * results) can differ from run to run. The time from arriving at the construct to
  * leaving it is this variant's sync time. */
 static void accumulate_critical(mlp *m, const work *w, thread_stats *st) {
-    double t0 = timer_now();
+    double t0 = timer_now(), waiting = trace_begin();
 #pragma omp critical(partrain_gradient)
     {
+        trace_end(TRACE_WAIT, "critical", waiting);
         float *restrict g = m->grad;
         const float *restrict mine = w->grad;
-        if (m->arrivals++ == 0) memcpy(g, mine, sizeof(float) * (size_t)m->params_alloc);
-        else for (long p = 0; p < m->params_alloc; p++) g[p] += mine[p];
+        TRACE(TRACE_COMM, "gradient sum") {
+            if (m->arrivals++ == 0) memcpy(g, mine, sizeof(float) * (size_t)m->params_alloc);
+            else for (long p = 0; p < m->params_alloc; p++) g[p] += mine[p];
+        }
     }
     st->critical += timer_now() - t0;
 }
@@ -578,14 +584,15 @@ static void train_step_data(mlp *m, work *ws, thread_stats *st, const dataset *d
     int n = (int)(hi - lo);
     if (n > 0) {
         size_t bytes = sizeof(float) * (size_t)d->features;
-        for (int r = 0; r < n; r++) {
+        TRACE(TRACE_DATA, "batch") for (int r = 0; r < n; r++) {
             memcpy(w->act[0] + (size_t)r * d->features, d->x + (size_t)idx[lo + r] * d->features, bytes);
             w->y[r] = d->y[idx[lo + r]];
         }
         mlp_forward(m, w, n);
-        st->loss += softmax_xent(w->act[L], w->y, n, m->size[L], &st->correct);
-        dense_backward(m, w, L, w->act[L], n, accum);
-        for (int l = L - 1; l >= 1; l--) dense_backward(m, w, l, w->delta[l], n, accum);
+        TRACE(TRACE_COMPUTE, "loss") st->loss += softmax_xent(w->act[L], w->y, n, m->size[L], &st->correct);
+        TRACE(TRACE_COMPUTE, trace_layer("backward", L)) dense_backward(m, w, L, w->act[L], n, accum);
+        for (int l = L - 1; l >= 1; l--)
+            TRACE(TRACE_COMPUTE, trace_layer("backward", l)) dense_backward(m, w, l, w->delta[l], n, accum);
     }
     float scale = -lr / (float)rows;
     int active = rows < T ? rows : T;      /* threads 0..active-1 had rows */
@@ -593,16 +600,16 @@ static void train_step_data(mlp *m, work *ws, thread_stats *st, const dataset *d
         if (n > 0) accumulate_critical(m, w, st);
         team_barrier(st);
         float *g[1] = { m->grad };
-        update_slice(m, g, 1, scale, t, T);
+        TRACE(TRACE_UPDATE, "update") update_slice(m, g, 1, scale, t, T);
         if (t == 0) m->arrivals = 0;       /* read by the next step's critical, after the barrier */
     } else if (accum == ACCUM_OWNER) {
         team_barrier(st);                  /* every thread's activations and dZ are complete */
-        update_owned(m, ws, rows, active, scale, t, T);
+        TRACE(TRACE_UPDATE, "update") update_owned(m, ws, rows, active, scale, t, T);
     } else {
         team_barrier(st);                  /* every thread's gradient is complete */
         float *g[MAX_THREADS];
         for (int u = 0; u < active; u++) g[u] = ws[u].grad;
-        update_slice(m, g, active, scale, t, T);
+        TRACE(TRACE_UPDATE, "update") update_slice(m, g, active, scale, t, T);
     }
     team_barrier(st);                      /* W and W^T updated before the next forward */
 }
@@ -644,9 +651,9 @@ static void train_step_loop(mlp *m, work *w, thread_stats *st, const float *x, c
                             int rows, float lr, int t, int T, const dataset *d, const uint32_t *next_idx,
                             int next_rows, float *next_x, unsigned char *next_y) {
     int L = m->n_layers;
-    dense_forward_team(m, w, x, rows);
+    TRACE(TRACE_COMPUTE, "forward L1") dense_forward_team(m, w, x, rows);
     team_barrier(st);
-    if (next_rows > 0) prefetch_team(d, next_idx, next_rows, t, T);
+    if (next_rows > 0) TRACE(TRACE_DATA, "prefetch") prefetch_team(d, next_idx, next_rows, t, T);
     long lo, hi;
     split_units(rows, t, T, 1, &lo, &hi);
     int n = (int)(hi - lo);
@@ -656,14 +663,14 @@ static void train_step_loop(mlp *m, work *w, thread_stats *st, const float *x, c
             v.act[l] = w->act[l] + lo * m->size[l];
             v.delta[l] = w->delta[l] + lo * m->size[l];
         }
-        for (int l = 2; l <= L; l++) dense_forward(m, &v, l, n);
-        st->loss += softmax_xent(v.act[L], y + lo, n, m->size[L], &st->correct);
-        dense_delta(m, &v, L, v.act[L], n);
-        for (int l = L - 1; l >= 2; l--) dense_delta(m, &v, l, v.delta[l], n);
+        for (int l = 2; l <= L; l++) TRACE(TRACE_COMPUTE, trace_layer("forward", l)) dense_forward(m, &v, l, n);
+        TRACE(TRACE_COMPUTE, "loss") st->loss += softmax_xent(v.act[L], y + lo, n, m->size[L], &st->correct);
+        TRACE(TRACE_COMPUTE, trace_layer("backward", L)) dense_delta(m, &v, L, v.act[L], n);
+        for (int l = L - 1; l >= 2; l--) TRACE(TRACE_COMPUTE, trace_layer("backward", l)) dense_delta(m, &v, l, v.delta[l], n);
     }
     team_barrier(st);
-    dense_update_team(m, w, x, rows, -lr / (float)rows);
-    if (next_rows > 0) gather_team(d, next_idx, next_rows, next_x, next_y, t, T);
+    TRACE(TRACE_UPDATE, "update") dense_update_team(m, w, x, rows, -lr / (float)rows);
+    if (next_rows > 0) TRACE(TRACE_DATA, "batch") gather_team(d, next_idx, next_rows, next_x, next_y, t, T);
     team_barrier(st);
 }
 
@@ -735,10 +742,10 @@ static void train_step_model(const mlp *v, work *ws, thread_stats *st, const flo
 
     /* its rows of the next batch are scattered over the training set: ask for them now,
      * copy them after the forward pass (3) */
-    if (next_rows > 0) prefetch_team(d, next_idx, next_rows, t, T);
+    if (next_rows > 0) TRACE(TRACE_DATA, "prefetch") prefetch_team(d, next_idx, next_rows, t, T);
 
     /* 1, 2: forward through this thread's hidden units */
-    if (own > 0) {
+    if (own > 0) TRACE(TRACE_COMPUTE, "forward L1") {
         epilogue e = EPI_PLAIN;
         if (!sigmoid) e.act = v->activation;
         for (long j = c0, wd; j < c1; j += wd) {
@@ -753,7 +760,7 @@ static void train_step_model(const mlp *v, work *ws, thread_stats *st, const flo
         }
     }
     /* 3 */
-    if (next_rows > 0) gather_team(d, next_idx, next_rows, next_x, next_y, t, T);
+    if (next_rows > 0) TRACE(TRACE_DATA, "batch") gather_team(d, next_idx, next_rows, next_x, next_y, t, T);
     team_barrier(st);
 
     /* 4: layer 2's pre-activation from the partials, then the top of the network */
@@ -762,7 +769,7 @@ static void train_step_model(const mlp *v, work *ws, thread_stats *st, const flo
     float *z2 = w->act[2];                 /* logits when L = 2 */
     int act2 = L > 2 && !sigmoid ? v->activation : ACT_NONE;
     const float *restrict b2 = v->b[2];
-    for (int i = 0; i < rows; i++) {
+    TRACE(TRACE_COMPUTE, "forward L2") for (int i = 0; i < rows; i++) {
         float *restrict zi = z2 + (long)i * n2;
         const float *restrict p0 = ws[0].part[parity] + (long)i * n2;
         for (int j = 0; j < n2; j++) zi[j] = p0[j];
@@ -778,11 +785,12 @@ static void train_step_model(const mlp *v, work *ws, thread_stats *st, const flo
         }
         if (L > 2 && sigmoid) sigmoid_inplace(zi, n2);
     }
-    for (int l = 3; l <= L; l++) dense_forward(v, w, l, rows);
+    for (int l = 3; l <= L; l++) TRACE(TRACE_COMPUTE, trace_layer("forward", l)) dense_forward(v, w, l, rows);
     long correct = 0;
-    double loss = softmax_xent(w->act[L], y, rows, v->size[L], &correct);
+    double loss;
+    TRACE(TRACE_COMPUTE, "loss") loss = softmax_xent(w->act[L], y, rows, v->size[L], &correct);
     if (t == 0) { st->loss += loss; st->correct += correct; }   /* every thread computed the same */
-    for (int l = L; l >= 3; l--) {
+    for (int l = L; l >= 3; l--) TRACE(TRACE_COMPUTE, trace_layer("backward", l)) {
         const float *dz = l == L ? w->act[L] : w->delta[l];
         dense_delta(v, w, l, dz, rows);
         dense_update_whole(v, w, l, dz, rows, scale);
@@ -793,7 +801,7 @@ static void train_step_model(const mlp *v, work *ws, thread_stats *st, const flo
     epilogue u = EPI_PLAIN;
     u.alpha = scale;
     u.accumulate = 1;
-    if (own > 0) {
+    TRACE(TRACE_COMPUTE, "backward L2") if (own > 0) {
         epilogue e = EPI_PLAIN;
         e.deriv = h1 + c0;
         e.deriv_act = v->activation;
@@ -805,10 +813,10 @@ static void train_step_model(const mlp *v, work *ws, thread_stats *st, const flo
             transpose(pw, own, wd, v->wt[2] + (long)j * n1 + c0, n1);
         }
     }
-    bias_update(v->b[2], w->db, dz2, n2, rows, 0, n2, scale);
+    TRACE(TRACE_COMPUTE, "backward L2") bias_update(v->b[2], w->db, dz2, n2, rows, 0, n2, scale);
 
     /* 6: layer 1, this thread's columns */
-    if (own > 0) {
+    if (own > 0) TRACE(TRACE_COMPUTE, "backward L1") {
         for (long j = c0, wd; j < c1; j += wd) {
             wd = panel_width(v, 1, (int)j);
             matmul(in, (int)wd, rows, x, 1, in, w->delta[1] + j, n1, panel_at(v, 1, (int)j), wd, &u);
@@ -876,8 +884,9 @@ int main(int argc, char **argv) {
 
     /* outputs: checked before the work, not after it */
     if (results_check_output(o->csv, "--csv", err, sizeof err) || checkpoint_check_flags(o, err, sizeof err) ||
-        schedule_check_flags(o, err, sizeof err))
+        schedule_check_flags(o, err, sizeof err) || trace_check_output(o, NULL, err, sizeof err))
         options_die(PROGRAM, "%s", err);
+    if (trace_open(o, T, 0, 6 * MAX_LAYERS + 8, err, sizeof err)) { fprintf(stderr, PROGRAM ": %s\n", err); return 2; }
 
     /* data */
     dataset train, test;
@@ -966,6 +975,7 @@ int main(int argc, char **argv) {
 
     /* training: one parallel region per epoch */
     double t_start = timer_now() - ck.seconds;
+    trace_start();
     for (int epoch = ck.epochs_done + 1; epoch <= o->epochs; epoch++) {
         prng_permutation(order, (uint32_t)train_n, o->seed, (uint64_t)epoch);
         memset(st, 0, sizeof(thread_stats) * (size_t)T);
@@ -988,8 +998,10 @@ int main(int argc, char **argv) {
                     float lr = lr_at(o, epoch, start / batch, spe);
                     long next = start + batch;
                     int next_rows = (int)(next >= train_n ? 0 : train_n - next < batch ? train_n - next : batch);
+                    double t_step = trace_step_begin_team(epoch);
                     train_step_loop(&m, w, &st[t], xb[s], yb[s], rows, lr, t, T, &train, order + (next_rows ? next : 0), next_rows,
                                     xb[s ^ 1], yb[s ^ 1]);
+                    trace_step_end(t_step);
                 }
             } else if (accum == ACCUM_MODEL) {
                 /* three input buffers: batch s in xs[s % 3], the next one gathered meanwhile */
@@ -1001,14 +1013,18 @@ int main(int argc, char **argv) {
                     float lr = lr_at(o, epoch, start / batch, spe);
                     long next = start + batch;
                     int next_rows = (int)(next >= train_n ? 0 : train_n - next < batch ? train_n - next : batch);
+                    double t_step = trace_step_begin_team(epoch);
                     train_step_model(&views[t], ws, &st[t], xs[s % 3], ys[s % 3], rows, lr, s & 1, t, T, &train,
                                      order + (next_rows ? next : 0), next_rows, xs[(s + 1) % 3], ys[(s + 1) % 3]);
+                    trace_step_end(t_step);
                 }
             } else {
                 for (long start = 0; start < train_n; start += batch) {
                     int rows = (int)(train_n - start < batch ? train_n - start : batch);
                     float lr = lr_at(o, epoch, start / batch, spe);
+                    double t_step = trace_step_begin_team(epoch);
                     train_step_data(&m, ws, &st[t], &train, order + start, rows, lr, accum, t, T);
+                    trace_step_end(t_step);
                 }
             }
         }
@@ -1023,13 +1039,15 @@ int main(int argc, char **argv) {
             barrier_sec[epoch - 1] += st[t].barrier;
         }
         loss_curve[epoch - 1] = loss_sum / (double)train_n;
-        acc_curve[epoch - 1] = evaluate(&m, ws, st, T, accum, &test, pred);
+        trace_epoch_level(epoch);
+        TRACE(TRACE_EVAL, "eval") acc_curve[epoch - 1] = evaluate(&m, ws, st, T, accum, &test, pred);
         if (results_epoch(PROGRAM, 1, o->quiet, epoch, o->epochs, loss_curve[epoch - 1],
                           100.0 * (double)correct / (double)train_n, acc_curve[epoch - 1], epoch_sec[epoch - 1],
                           train_n, NULL))
             return 1;
         int stop = target_reached(o, epoch, acc_curve[epoch - 1]);
-        t_start += checkpoint_after_epoch(&ck, PROGRAM, o, epoch, timer_now() - t_start);
+        TRACE_IF(checkpoint_due(o, epoch), TRACE_CHECKPOINT, "checkpoint")
+            t_start += checkpoint_after_epoch(&ck, PROGRAM, o, epoch, timer_now() - t_start);
         if (stop) break;
     }
     double total = timer_now() - t_start;
@@ -1051,7 +1069,7 @@ int main(int argc, char **argv) {
                  sync_median, barrier_median);
     else
         snprintf(sync_what, sizeof sync_what, "sync barriers %.3f s per epoch (all threads)", barrier_median);
-    if (results_finish(&row, o->csv, NULL, sync_what, err, sizeof err)) {
+    if (results_finish(&row, o->csv, NULL, sync_what, err, sizeof err) || trace_finish(PROGRAM, variant, o, err, sizeof err)) {
         fprintf(stderr, PROGRAM ": %s\n", err);
         return 1;
     }

@@ -36,6 +36,7 @@
 #include "results.h"
 #include "schedule.h"   /* lr_at(), target_reached() */
 #include "timer.h"
+#include "trace.h"     /* --trace: TRACE(cat, name) marks */
 
 
 #define PROGRAM "serial"
@@ -175,7 +176,7 @@ static void dense_forward(mlp *m, int l, int rows) {
 }
 
 static void mlp_forward(mlp *m, int rows) {
-    for (int l = 1; l <= m->n_layers; l++) dense_forward(m, l, rows);
+    for (int l = 1; l <= m->n_layers; l++) TRACE(TRACE_COMPUTE, trace_layer("forward", l)) dense_forward(m, l, rows);
 }
 
 // ----------------------------------------------------------------------------
@@ -213,10 +214,12 @@ static void dense_backward_update(mlp *m, int l, const float *dz, int rows, floa
 static double train_step(mlp *m, const unsigned char *y, int rows, float lr, long *correct) {
     int L = m->n_layers;
     mlp_forward(m, rows);
-    double loss = softmax_xent(m->act[L], y, rows, m->size[L], correct);
+    double loss;
+    TRACE(TRACE_COMPUTE, "loss") loss = softmax_xent(m->act[L], y, rows, m->size[L], correct);
     float scale = -lr / (float)rows;
-    dense_backward_update(m, L, m->act[L], rows, scale);
-    for (int l = L - 1; l >= 1; l--) dense_backward_update(m, l, m->delta[l], rows, scale);
+    TRACE(TRACE_COMPUTE, trace_layer("backward", L)) dense_backward_update(m, L, m->act[L], rows, scale);
+    for (int l = L - 1; l >= 1; l--)
+        TRACE(TRACE_COMPUTE, trace_layer("backward", l)) dense_backward_update(m, l, m->delta[l], rows, scale);
     return loss;
 }
 
@@ -252,8 +255,9 @@ int main(int argc, char **argv) {
 
     /* outputs: checked before the work, not after it */
     if (results_check_output(o->csv, "--csv", err, sizeof err) || checkpoint_check_flags(o, err, sizeof err) ||
-        schedule_check_flags(o, err, sizeof err))
+        schedule_check_flags(o, err, sizeof err) || trace_check_output(o, NULL, err, sizeof err))
         options_die(PROGRAM, "%s", err);
+    if (trace_open(o, 1, 0, 4 * MAX_LAYERS, err, sizeof err)) { fprintf(stderr, PROGRAM ": %s\n", err); return 2; }
 
     /* data */
     dataset train, test;
@@ -298,25 +302,30 @@ int main(int argc, char **argv) {
 
     /* training */
     double t_start = timer_now() - ck.seconds;
+    trace_start();
     for (int epoch = ck.epochs_done + 1; epoch <= o->epochs; epoch++) {
         prng_permutation(order, (uint32_t)train_n, o->seed, (uint64_t)epoch);
         double t0 = timer_now(), loss_sum = 0.0;
         long correct = 0;
         for (long start = 0; start < train_n; start += o->batch) {
+            double t_step = trace_step_begin(epoch);
             int rows = (int)(train_n - start < o->batch ? train_n - start : o->batch);
-            gather_batch(&train, order + start, rows, m.act[0], batch_y);
+            TRACE(TRACE_DATA, "batch") gather_batch(&train, order + start, rows, m.act[0], batch_y);
             loss_sum += train_step(&m, batch_y, rows, lr_at(o, epoch, start / o->batch, steps_per_epoch(o, train_n)),
                                    &correct);
+            trace_step_end(t_step);
         }
         epoch_sec[epoch - 1] = timer_now() - t0;
         loss_curve[epoch - 1] = loss_sum / (double)train_n;
-        acc_curve[epoch - 1] = evaluate(&m, &test, pred);
+        trace_epoch_level(epoch);
+        TRACE(TRACE_EVAL, "eval") acc_curve[epoch - 1] = evaluate(&m, &test, pred);
         if (results_epoch(PROGRAM, 1, o->quiet, epoch, o->epochs, loss_curve[epoch - 1],
                           100.0 * (double)correct / (double)train_n, acc_curve[epoch - 1], epoch_sec[epoch - 1],
                           train_n, NULL))
             return 1;
         int stop = target_reached(o, epoch, acc_curve[epoch - 1]);
-        t_start += checkpoint_after_epoch(&ck, PROGRAM, o, epoch, timer_now() - t_start);
+        TRACE_IF(checkpoint_due(o, epoch), TRACE_CHECKPOINT, "checkpoint")
+            t_start += checkpoint_after_epoch(&ck, PROGRAM, o, epoch, timer_now() - t_start);
         if (stop) break;
     }
     double total = timer_now() - t_start;
@@ -329,7 +338,7 @@ int main(int argc, char **argv) {
         if (ck.epochs_done == o->epochs) evaluate(&m, &test, pred);   /* resumed with nothing left to train */
         print_predictions(&test, pred, o->predict);
     }
-    if (results_finish(&row, o->csv, NULL, NULL, err, sizeof err)) {
+    if (results_finish(&row, o->csv, NULL, NULL, err, sizeof err) || trace_finish(PROGRAM, variant, o, err, sizeof err)) {
         fprintf(stderr, PROGRAM ": %s\n", err);
         return 1;
     }
