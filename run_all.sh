@@ -11,7 +11,7 @@
 #   --smoke         every step in seconds on 1,000 MNIST digits, the threads list whole,
 #                   ranks and P x T capped as --quick -> results/smoke/ (1-3 min on 2 cores)
 #   --only LIST     only these groups (comma-separated): serial openmp mpi hybrid cuda cnn
-#                   imagesize model tta; the plots and report steps always run
+#                   imagesize model tta trace; the plots and report steps always run
 #   --steps LIST    only these steps (ids as --list-steps prints them) of the --only groups
 #   --results DIR   where the CSVs, logs, skipped.txt and REPORT.md go; a relative DIR is
 #                   taken from the directory run_all.sh is called from (as is --hostfile)
@@ -36,7 +36,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")" || exit 2
 
 . scripts/lib.sh                  # PARTRAIN_PYTHON (the one place it is chosen), LOCK, the sweeps
 PY=$PARTRAIN_PYTHON
-ALL_GROUPS=(serial openmp mpi hybrid cuda cnn imagesize model tta)
+ALL_GROUPS=(serial openmp mpi hybrid cuda cnn imagesize model tta trace)
 mode=full only="" results="" fresh=0 with_torch=0 setup=1 list_steps=0 plan=0 steps_only=""
 REAL_CORES=$(nproc)   # what runs oversubscribed is decided by this, never by --cores
 
@@ -269,6 +269,9 @@ fi
 if group tta; then   # after the benches: the strategy is the fastest in their CSVs
   step tta "560 60 12" "tta.csv tta-best.txt tta-diverged.txt" tta_sweep "tta: time to $(by_mode '84 %' '80 %' '60 %') test accuracy vs global batch $(by_mode '32 .. 4096, 3 seeds' '32, 256, 4096, 1 seed, 10k Fashion' '32, 512, 1 seed'), serial and the best strategy at C = $C (bench/tta-sweep.sh$(by_mode '' ' --quick' ' --smoke')) -> $results/tta.csv"
 fi
+if group trace; then
+  step timelines "45 25 20" "trace-summary.csv $(trace_outputs)" trace_timelines "trace: one run per strategy with --trace (the first 50 steps), batch 64, $(by_mode '60k Fashion-MNIST' '10k Fashion-MNIST' '1k MNIST digits'), 1 epoch: $(trace_runs_desc) -> $results/traces/*.json, $results/trace-summary.csv (figures: plots step)"
+fi
 ! declare -F extra_steps >/dev/null || extra_steps   # PARTRAIN_EXTRA_STEPS's rows (a test hook)
 step plots "5 2 1" "" plots_step "plots: every figure from the CSVs in $results/ (scripts/plot.sh, as make plots) -> $plotdir/*.png"
 step report "2 2 2" "" report_step "report: scripts/report.py -> $results/REPORT.md"
@@ -348,7 +351,7 @@ for ((k = 1; k <= n; k++)); do
   cur_pid=""
   stop_watcher
   for f in ${step_out[i]}; do
-    [ ! -e "$stage/$f" ] || mv -f "$stage/$f" "$results/$f"
+    [ ! -e "$stage/$f" ] || { mkdir -p "$(dirname "$results/$f")" && mv -f "$stage/$f" "$results/$f"; }
   done
   rm -rf "$stage"
   took=$((SECONDS - t0))

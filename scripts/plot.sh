@@ -36,6 +36,9 @@
 #                   not reached: a marker at the cap), and the per-epoch speedup beside
 #                   (scripts/tta_sweep.py dat writes tta.dat from it and tta-diverged.txt,
 #                   plots/tta.gp draws it)
+#   timelines       traces/NAME.json (run_all.sh's timelines step: one --trace run per
+#                   strategy) -> timeline-NAME.png: a typical step of each as a Gantt
+#                   figure, one row per rank x thread (scripts/timeline.py)
 # The titles' core and node counts are the ones the run assumed: DIR/machine.json
 # (run_all.sh writes it; --cores N, a hostfile or Slurm may differ from this machine),
 # else nproc; the MPI figures count the rank slots (several nodes: their sum).
@@ -49,7 +52,7 @@ set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
 
 . scripts/lib.sh    # PARTRAIN_PYTHON
-FIGURES=(curves openmp-threads mpi-scaling hybrid-grid cnn-speedup imagesize model tta)
+FIGURES=(curves openmp-threads mpi-scaling hybrid-grid cnn-speedup imagesize model tta timelines)
 results=results plots=plots only=""
 where=()
 usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
@@ -181,6 +184,17 @@ plot_tta() {
   gnuplot -e "dat='$results/tta.dat'; out='$out'; best='$tta_best'; target='$tta_target'; unreached_serial=${tta_unreached% *}; unreached_best=${tta_unreached#* }; partial_serial=${tta_partial% *}; partial_best=${tta_partial#* }; subtitle='$cores cores, $(basename "$csv")'" \
     plots/tta.gp || return 1
   drawn "$out ($tta_n batch(es) from $csv)"
+}
+
+plot_timelines() {
+  local t n=0 rc=0
+  for t in "$results"/traces/*.json; do
+    [ -f "$t" ] || continue
+    "$PY" scripts/timeline.py "$t" --out "$plots/timeline-$(basename "$t" .json).png" | sed 's/^timeline.py: /plot: /' || rc=1
+    n=$((n + 1))
+  done
+  [ $n -gt 0 ] || skipped "timeline-*.png" "no $results/traces/*.json (run_all.sh --only trace)"
+  return $rc
 }
 
 status=0

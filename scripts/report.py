@@ -15,7 +15,7 @@ tables and figures regenerated from our measurements and the report's own publis
 numbers (scripts/seeds.py) beside ours, MPI scaling, MPI+MPI (shared-memory windows) vs
 MPI+OpenMP, the performance model (scripts/model.py), the GPU (scripts/gpu-check.sh's
 DIR/gpu/summary.csv, when present), time to accuracy against the global batch
-(DIR/tta.csv), PyTorch side by side, what was
+(DIR/tta.csv), one traced step of each strategy (timelines), PyTorch side by side, what was
 skipped, and which timing is which. Every section with numbers ends with a "What this
 shows" paragraph computed from those numbers.
 
@@ -56,10 +56,12 @@ from reporting.seed002 import seed002  # noqa: E402
 from reporting.seed003 import seed003  # noqa: E402
 from reporting.seed004 import seed004  # noqa: E402
 from reporting.skipped import skipped  # noqa: E402
+from reporting.timelines import timelines  # noqa: E402
 from reporting.timings import timings  # noqa: E402
 from reporting.tta import tta  # noqa: E402
 
-SECTIONS = (seed000, seed001, seed002, seed003, seed004, scaling, mpimpi, model, gpu, tta, pytorch, skipped, timings)
+SECTIONS = (seed000, seed001, seed002, seed003, seed004, scaling, mpimpi, timelines, model, gpu, tta, pytorch,
+            skipped, timings)
 
 
 def write(out, text):

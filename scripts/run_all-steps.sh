@@ -140,7 +140,7 @@ est_lists() {   # ID: "BASE LIST|THIS RUN'S LIST" of a sweep step; nothing for t
     openmp-bench|mpi-bench) echo "1 2|$ONE_C" ;;
     openmp-sweep) echo "$(by_mode '1 2 4 8' '1 2 4 8' '1 2 4')|$SWEEP_THREADS" ;;
     mpi-sweep) echo "$(by_mode '1 2 4 8' '1 2 4' '1 2 4')|$SWEEP_RANKS" ;;
-    hyperfine-openmp|hyperfine-mpi|imagesize) echo "2|$C" ;;
+    hyperfine-openmp|hyperfine-mpi|imagesize|timelines) echo "2|$C" ;;
     hyperfine-hybrid) echo "1x2 2x1|1x$C ${C}x1" ;;
     hyperfine-cnn) echo "1x1 2x1|1x1 ${C}x1" ;;
     hybrid-bench|cnn-timing|cnn-bench) echo "1x1 1x2 2x1 2x2|$SWEEP_PAIRS" ;;
@@ -406,6 +406,59 @@ tta_sweep() {
   note "strategy: $(cut -f1,2 "$results/tta-best.txt" | sed 's/\t/: /')"
 }
 
+# --- trace --- (issue 32: where each strategy's step goes. One short run per strategy with
+# --trace, the first 50 steps traced; scripts/trace_summary.py's per-rank numbers into
+# trace-summary.csv; the figures, timeline-NAME.png, are the plots step's (scripts/plot.sh
+# draws them from DIR/traces alone, so make plots redraws them))
+TRACE_RUNS=(serial openmp-critical openmp-reduction mpi-allreduce mpi-reduce-bcast mpi-overlap pipeline hybrid)
+TRACE_T=$C; [ "$TRACE_T" -le $((2 * REAL_CORES)) ] || TRACE_T=$((2 * REAL_CORES))   # threads: C, at most 2x the real cores
+TRACE_STAGES=$C; [ "$TRACE_STAGES" -le 3 ] || TRACE_STAGES=3       # the pipeline: one stage per layer at most
+TRACE_HP=$(( C >= 2 ? 2 : 1 )); TRACE_HT=$(( C / TRACE_HP > 0 ? C / TRACE_HP : 1 ))   # hybrid: 2 ranks x C/2 threads
+trace_outputs() { local n o=""; for n in "${TRACE_RUNS[@]}"; do o+="traces/$n.json "; done; echo "${o% }"; }
+trace_runs_desc() {
+  echo "serial, openmp --accum critical and reduction T = $TRACE_T, mpi --sync allreduce, reduce-bcast and overlap P = $C, pipeline P = $TRACE_STAGES, hybrid ${TRACE_HP}x$TRACE_HT"
+}
+# trace_cmd NAME: sets cmd to the command line of strategy NAME (without the run's flags);
+# status 1 (a skip_note says why) when its program is not built, has no --trace or needs mpirun
+trace_cmd() {
+  local prog env=(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE)
+  case $1 in
+    serial) prog=serial/serial; cmd=("${PIN1[@]}" serial/serial) ;;
+    openmp-*) prog=openmp/openmp
+      # shellcheck disable=SC2046,SC2207  # passive_env: one word or none
+      cmd=("${env[@]}" $(passive_env "$TRACE_T") taskset -c "$(cpus_for "$TRACE_T")" openmp/openmp --threads "$TRACE_T" --accum "${1#openmp-}") ;;
+    mpi-*) prog=mpi/mpi; cmd=(scripts/mpirun.sh "$C" mpi/mpi --sync "${1#mpi-}") ;;
+    pipeline) prog=mpi/pipeline; cmd=(scripts/mpirun.sh "$TRACE_STAGES" mpi/pipeline) ;;
+    hybrid) prog=hybrid/hybrid
+      local bind=(); [ "$TRACE_HT" -le 1 ] || bind=(--bind-to-none)
+      # shellcheck disable=SC2046,SC2207
+      cmd=("${env[@]}" $(passive_env $((TRACE_HP * TRACE_HT))) scripts/mpirun.sh "${bind[@]}" "$TRACE_HP" hybrid/hybrid --threads "$TRACE_HT") ;;
+  esac
+  [ -x "$prog" ] || { skip_note "$cur_step" "$1 not traced: $prog not built (make all)"; return 1; }
+  "$prog" --help 2>&1 | grep -q -- '--trace ' || { skip_note "$cur_step" "$1 not traced: $prog has no --trace (a build from before issue 32)"; return 1; }
+  [ "$prog" = serial/serial ] || [ "$prog" = openmp/openmp ] || command -v mpirun >/dev/null ||
+    { skip_note "$cur_step" "$1 not traced: mpirun not found (apt-get install openmpi-bin)"; return 1; }
+}
+trace_timelines() {
+  have_data "$DATA" || return 3
+  local name ok=0 traced=() more cmd=()
+  read -r -a more <<<"$(by_mode "" "--train 10000 --test 2000" "--train 1000 --test 500")"
+  mkdir -p "$results/traces" || return 1
+  for name in "${TRACE_RUNS[@]}"; do
+    trace_cmd "$name" || continue
+    run_logged "${LOCKED[@]}" "${cmd[@]}" --data "$DATA" "${more[@]}" --batch 64 --epochs 1 --quiet --csv none \
+      --trace "$results/traces/$name.json" --trace-steps 50 || { ok=1; continue; }
+    traced+=("$results/traces/$name.json")
+  done
+  [ ${#traced[@]} -gt 0 ] || { [ $ok = 0 ] && return 3; return 1; }
+  bench '/^\$ /!p' "$PY" scripts/trace_summary.py --csv "$results/trace-summary.csv" "${traced[@]}" || return 1
+  "$PY" scripts/trace_summary.py "${traced[@]}" >>"$log" 2>&1
+  for name in "${traced[@]}"; do   # the rank each strategy's ranks waited for
+    note "$(basename "$name" .json): $("$PY" scripts/trace_summary.py "$name" | tail -n 1)"
+  done
+  return $ok
+}
+
 # --- plots and report ---
 plots_step() {
   command -v gnuplot >/dev/null || { skip_note plots "gnuplot missing: no figures (apt-get install gnuplot-nox)"; return 3; }
@@ -435,6 +488,12 @@ group_usable() {
   fi
   if [ "$p" = tta ]; then
     [ -x serial/serial ] || { group_skip tta "serial/serial not built (make all)"; return 1; }
+    return 0
+  fi
+  if [ "$p" = trace ]; then   # the trainers write traces since issue 32 (serial/serial answers for them)
+    [ -x serial/serial ] || { group_skip trace "serial/serial not built (make all)"; return 1; }
+    serial/serial --help 2>&1 | grep -q -- '--trace ' ||
+      { group_skip trace "the trainers have no --trace (a build from before issue 32: make all)"; return 1; }
     return 0
   fi
   if [ "$p" = imagesize ]; then

@@ -118,13 +118,13 @@ check "no Python traceback on stderr" "$(grep -m1 -A3 Traceback "$R.err")" bash 
 check "every step id report.py names is registered by run_all.sh (--list-steps)" "$(grep -F 'step id' "$R.err")" \
   bash -c "! grep -qF 'step id' '$R.err' && ! grep -qF 'cannot check the step ids' '$R.err'"
 for h in "# partrain report" "## Machine" "## Seed report 000" "## Seed report 001" "## Seed report 002" \
-         "## Seed report 003" "## Seed report 004" "## Scaling" "## MPI+MPI vs MPI+OpenMP" \
+         "## Seed report 003" "## Seed report 004" "## Scaling" "## MPI+MPI vs MPI+OpenMP" "## Timelines" \
          "## Performance model" "## Time to accuracy" "## What else would you use" "## Skipped" \
          "## Which timing is which"; do
   check "heading '$h'" "missing in $R" grep -qxF "$h" "$R"
 done
 # headings in the required order
-order=$(grep -E '^#{1,2} ' "$R" | grep -vE '^## (Seed report 00[0-4]|Machine|Scaling|MPI\+MPI vs MPI\+OpenMP|Performance model|Time to accuracy|What else would you use|Skipped|Which timing is which)$|^# partrain report$' | head -n 1)
+order=$(grep -E '^#{1,2} ' "$R" | grep -vE '^## (Seed report 00[0-4]|Machine|Scaling|MPI\+MPI vs MPI\+OpenMP|Timelines|Performance model|Time to accuracy|What else would you use|Skipped|Which timing is which)$|^# partrain report$' | head -n 1)
 check "no unexpected top-level heading" "found '$order'" [ -z "$order" ]
 
 # known numbers in the right tables

@@ -15,7 +15,7 @@
 #      valid (signature, IHDR first, IEND last, every chunk's CRC); REPORT.md has the
 #      section headings of scripts/report.py; every CSV has exactly the header
 #      RESULTS_HEADER of common/results.h (a benchmark's CSV: followed by scripts/lib.sh's
-#      other_load_cores,disturbed), rows of the same width, no duplicate run_id,
+#      other_load_cores,disturbed; comm.csv and trace-summary.csv: their own), rows of the same width, no duplicate run_id,
 #      no duplicate row, and no file mixing rows of the interrupted and the resumed run
 #      (the interrupted step's partial rows were removed before it was redone);
 #      skipped.txt lines are "STEP<TAB>reason", and the cuda step is there with its
@@ -164,6 +164,14 @@ while i < len(b):
 assert i == len(b) and kinds[0] == b"IHDR" and kinds[-1] == b"IEND" and b"IDAT" in kinds
 w, h = struct.unpack(">II", b[16:24]); assert w >= 400 and h >= 300' "$DIR/$p.png"
 done
+# the timelines step: traces, their summary and figures, or (trainers without --trace) the reason
+if serial/serial --help 2>&1 | grep -q -- '--trace '; then
+  check "timelines: traces/serial.json and trace-summary.csv non-empty" "missing in $DIR" \
+    eval '[ -s "$DIR/traces/serial.json" ] && [ -s "$DIR/trace-summary.csv" ]'
+  check "timelines: timeline-serial.png drawn" "$DIR/timeline-serial.png missing" [ -s "$DIR/timeline-serial.png" ]
+else
+  check "no --trace in the trainers: the trace group's reason in skipped.txt" "no trace line" skipline trace
+fi
 if [ -f scripts/report.py ]; then
   check "REPORT.md non-empty" "$DIR/REPORT.md missing or empty" [ -s "$DIR/REPORT.md" ]
   for h in "Machine" "Seed report 000" "Seed report 001" "Seed report 002" "Seed report 003" "Seed report 004" \
@@ -188,16 +196,21 @@ csv_problems() {
 import csv, glob, os, sys
 sys.path.insert(0, "scripts")
 import partrain
+import trace_summary
 d, t2 = sys.argv[1], sys.argv[2]
 header = partrain.results_header()
 bad = []
-# bench/comm.sh's comm.csv has a schema of its own (docs/comm.md), shared with scripts/model.py
+# scripts/trace_summary.py's trace-summary.csv and bench/comm.sh's comm.csv have schemas of
+# their own (docs/tracing-figures.md; docs/comm.md, shared with scripts/model.py)
+trace_header = list(trace_summary.CSV_HEADER)
 comm_header = "transport,op,ranks,nodes,ranks_per_node,bytes,repeat,warmup,iterations,min_us,avg_us,max_us,algbw_gbs,busbw_gbs,timestamp".split(",")
 for p in sorted(glob.glob(os.path.join(d, "*.csv"))):
     name, rows = os.path.basename(p), list(csv.reader(open(p, newline="")))
-    if name == "comm.csv":
-        if not rows or rows[0] != comm_header:
-            bad.append(f"{name}: header differs from bench/comm's")
+    if name in ("comm.csv", "trace-summary.csv"):
+        # scripts/trace_summary.py's CSV too (docs/tracing-figures.md)
+        own = comm_header if name == "comm.csv" else trace_header
+        if not rows or rows[0] != own:
+            bad.append(f"{name}: header differs from {'bench/comm' if name == 'comm.csv' else 'scripts/trace_summary.py'}'s")
             continue
         want = []
     else:
@@ -217,7 +230,7 @@ for p in sorted(glob.glob(os.path.join(d, "*.csv"))):
     if len(set(ids)) != len(ids) or len({tuple(r) for r in rows[1:]}) != len(rows) - 1:
         bad.append(f"{name}: duplicate rows")
     # each file is the work of one step, done in run 1 or redone in run 2, never both
-    ts = {r[rows[0].index("timestamp")] >= t2 for r in rows[1:]}
+    ts = {r[rows[0].index("timestamp")] >= t2 for r in rows[1:]} if "timestamp" in rows[0] else set()
     if len(ts) > 1:
         bad.append(f"{name}: rows of the interrupted run and of the resumed one")
 print("; ".join(bad))

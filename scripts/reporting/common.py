@@ -52,6 +52,10 @@ STEPS = {
     "cnn-speedup.png": (["plots", "cnn-tables"], "cnn"),
     "imagesize.png": (["imagesize", "plots"], None),
     "model.png": (["plots", "model"], "model"),
+    "trace-summary.csv": (["timelines"], "trace"),
+    **{f"timeline-{n}.png": (["plots", "timelines"], "trace") for n in (
+        "serial", "openmp-critical", "openmp-reduction", "mpi-allreduce", "mpi-reduce-bcast", "mpi-overlap",
+        "pipeline", "hybrid")},
     "cuda": (["cuda"], "cuda"),
     "tta.csv": (["tta"], "tta"),
     "tta.png": (["plots", "tta"], "tta"),
