@@ -28,6 +28,9 @@
 #                   rewrites cnn-table{3,4,5}.md from the same CSVs; plots/cnn-speedup.gp)
 #   imagesize       imagesize.csv -> imagesize.png: epoch time and speedup vs input size,
 #                   seed report 002's figure 5 (scripts/imagesize.py, plots/imagesize.gp)
+#   headline        the sweeps' CSVs -> headline.png: the report's first figure, speedup
+#                   against workers for every strategy family with the ideal line and the
+#                   per-round core bound where measured (scripts/headline.py, plots/headline.gp)
 #   model           model-runs.csv (+ comm.csv) -> model.png: the alpha-beta model's
 #                   projection to 1 ... 1024 nodes (scripts/model.py project writes the
 #                   model-*.dat, plots/model.gp draws them)
@@ -44,7 +47,7 @@ set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
 
 . scripts/lib.sh    # PARTRAIN_PYTHON
-FIGURES=(curves openmp-threads mpi-scaling hybrid-grid cnn-speedup imagesize model)
+FIGURES=(curves openmp-threads mpi-scaling hybrid-grid cnn-speedup imagesize model headline)
 results=results plots=plots only=""
 where=()
 usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
@@ -164,6 +167,16 @@ plot_model() {
   [ -s "$comm" ] && sub+="; shared memory from $comm" || sub+="; $comm missing: stated shared-memory alpha, beta"
   gnuplot -e "dir='$results'; out='$out'; subtitle='$sub'" plots/model.gp || return 1
   drawn "$out (from $runs)"
+}
+
+plot_headline() {
+  local vars
+  vars=$("$PY" scripts/headline.py "$results" --outdir "$results")
+  case $? in 0) ;; 1) skipped headline.png "no sweep with a serial baseline in $results (openmp.csv, mpi-strong.csv, hybrid-grid.csv, cnn-timing.csv)"; return 0 ;; *) return 1 ;; esac
+  local headline_families headline_batch headline_max
+  eval "$vars"   # headline_families='...' headline_batch='...' headline_max=N (from our own script)
+  gnuplot -e "dir='$results'; families='$headline_families'; batch='$headline_batch'; top=$headline_max; cores=$cores; out='$plots/headline.png'" plots/headline.gp || return 1
+  drawn "$plots/headline.png ($headline_families from $results)"
 }
 
 status=0

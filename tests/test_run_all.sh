@@ -13,7 +13,9 @@
 #      — imports torch, else a skipped.txt line), hyperfine JSON per trainer (or a skipped.txt line
 #      when hyperfine is missing), PNG and REPORT.md exists and is non-empty; the PNGs are
 #      valid (signature, IHDR first, IEND last, every chunk's CRC); REPORT.md has the
-#      section headings of scripts/report.py; every CSV has exactly the header
+#      section headings of scripts/report.py, the first page first, every link resolving
+#      and no absolute path (tests/check_links.py); machine.json has every probed field
+#      (scripts/machine-info.py); every CSV has exactly the header
 #      RESULTS_HEADER of common/results.h (a benchmark's CSV: followed by scripts/lib.sh's
 #      other_load_cores,disturbed), rows of the same width, no duplicate run_id,
 #      no duplicate row, and no file mixing rows of the interrupted and the resumed run
@@ -150,7 +152,7 @@ assert d["results"] and all(r["mean"] > 0 and r["times"] for r in d["results"])'
     check "no hyperfine: hyperfine-$t in skipped.txt" "line missing" skipline "hyperfine-$t"
   fi
 done
-for p in curves openmp-threads mpi-scaling mpi-comm hybrid-grid cnn-speedup imagesize; do
+for p in curves openmp-threads mpi-scaling mpi-comm hybrid-grid cnn-speedup imagesize headline; do
   check "PNG $p.png valid" "$DIR/$p.png missing or not a valid PNG" "$PY" -c '
 import struct, sys, zlib
 b = open(sys.argv[1], "rb").read()
@@ -170,8 +172,23 @@ if [ -f scripts/report.py ]; then
            "Scaling" "What else would you use" "Skipped" "Which timing is which"; do
     check "REPORT.md section '## $h'" "heading missing" grep -qx "## $h" "$DIR/REPORT.md"
   done
+  check "REPORT.md: the first page right after the title" "$(grep -m 2 '^## ' "$DIR/REPORT.md")" \
+    bash -c "[ \"\$(grep -m 1 '^## ' '$DIR/REPORT.md')\" = '## The answer on one page' ]"
+  out=$("$PY" tests/check_links.py --no-abs "$DIR/REPORT.md" 2>&1)
+  check "REPORT.md: every image and link resolves, no absolute path" "$(head -n 3 <<<"$out")" [ -z "$out" ]
 else
   skip "REPORT.md" "scripts/report.py not present (run_all.sh skips the report step)"
+fi
+if [ -f scripts/machine-info.py ]; then   # machine.json: what the machine was, probed at the start
+  check "machine.json: every probed field" "$(head -c 400 "$DIR/machine.json")" "$PY" -c '
+import json, sys
+m = json.load(open(sys.argv[1]))
+want = ("cores", "real_cores", "cpu_model", "cpu_family_model_stepping", "cpu_flags", "sockets_cores_threads",
+        "caches", "frequency_governor", "memory_gib", "os", "kernel", "compiler", "mpi", "python", "pytorch",
+        "gpu", "git_commit", "date", "c2c_latency_ns")
+missing = [k for k in want if k not in m or m[k] in ("", None)]
+assert not missing, missing
+assert isinstance(m["c2c_latency_ns"], float) or m["c2c_latency_ns"].startswith("not measured"), m["c2c_latency_ns"]' "$DIR/machine.json"
 fi
 # csv_problems: one line naming what is wrong with the CSVs in $DIR (nothing when all is well)
 csv_problems() {
