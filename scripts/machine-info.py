@@ -21,7 +21,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from reporting.machine import collect, have_probed  # noqa: E402
+from reporting.machine import FIELDS, collect, have_probed  # noqa: E402
 
 PROG = "machine-info.py"
 
@@ -34,8 +34,9 @@ def main(argv):
     a = ap.parse_args(argv)
     try:
         with open(a.file) as f:
-            m = json.load(f)
-        if not isinstance(m, dict):
+            text = f.read()
+        m = json.loads(text)
+        if not isinstance(m, dict) or not text.rstrip().endswith("}"):
             raise ValueError("not a JSON object")
     except (OSError, ValueError) as e:
         print(f"{PROG}: {a.file}: {getattr(e, 'strerror', None) or e}", file=sys.stderr)
@@ -48,13 +49,15 @@ def main(argv):
         except (OSError, ValueError):
             old = {}
     if isinstance(old, dict) and have_probed(old):
-        m.update({k: v for k, v in old.items() if k not in m})
+        added = {k: old[k] for k in FIELDS if k in old and k not in m}
     else:
-        m.update(collect(a.c2c))
+        added = {k: v for k, v in collect(a.c2c).items() if k not in m}
     try:
         with open(a.file + ".tmp", "w") as f:
-            json.dump(m, f, indent=1, sort_keys=False)
-            f.write("\n")
+            # run_all.sh's lines as they were (scripts/plot.sh and tests read them with sed), then
+            # one probed key a line
+            f.write(text.rstrip()[:-1].rstrip() + (",\n" if m else "\n") +
+                    ",\n".join(f" {json.dumps(k)}: {json.dumps(v)}" for k, v in added.items()) + "\n}\n")
         os.replace(a.file + ".tmp", a.file)
     except OSError as e:
         print(f"{PROG}: {a.file}: {e.strerror}", file=sys.stderr)

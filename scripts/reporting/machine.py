@@ -19,6 +19,10 @@ import partrain
 RELEVANT_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512dq", "avx512bw", "avx512vl",
                   "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16", "asimd", "sve")
 PROBED = ("cpu_model", "compiler", "kernel", "memory_gib")   # present when run_all.sh stored collect()
+# every key collect() gives
+FIELDS = ("cpu_model", "cpu_family_model_stepping", "cpu_flags", "real_cores_online", "sockets_cores_threads",
+          "caches", "frequency_governor", "memory_gib", "os", "kernel", "compiler", "mpi", "python", "pytorch",
+          "gpu", "git_commit", "date", "c2c_latency_ns")
 
 
 def probe(cmd, timeout=10, line="first"):
@@ -59,7 +63,7 @@ def c2c_latency(c2c_bin):
         return "not measured (one core)"
     if not os.access(c2c_bin, os.X_OK):
         return f"not measured ({os.path.relpath(c2c_bin, partrain.REPO)} not built: make)"
-    out = probe([c2c_bin, "--rounds", "200", "--csv"], timeout=20)
+    out = probe([c2c_bin, "--rounds", "50", "--csv"], timeout=30)   # a second or two; more on a loaded machine
     try:
         return float(out.split(",")[2])
     except (AttributeError, IndexError, ValueError):
