@@ -340,9 +340,10 @@ plots:
 
 # REPORT.md again from the results already there, nothing rerun (run_all.sh writes it at the
 # end of a run): make report-md [RESULTS=results/quick PLOTS=results/quick]. Not `make report`:
-# that name is the build summary `make all` prints.
+# that name is the build summary `make all` prints. PLOTS as run_all.sh puts them: plots/ for
+# results/, DIR/plots/ for another full run (results/reference), DIR for quick and smoke.
 RESULTS ?= results
-PLOTS   ?= $(if $(filter results,$(RESULTS)),plots,$(RESULTS))
+PLOTS   ?= $(if $(filter results,$(RESULTS)),plots,$(if $(wildcard $(RESULTS)/plots/.),$(RESULTS)/plots,$(RESULTS)))
 .PHONY: report-md
 report-md:
 	@bash -c '. scripts/lib.sh && exec "$$PARTRAIN_PYTHON" scripts/report.py --results "$$1" --plots "$$2" --out "$$1/REPORT.md"' \
