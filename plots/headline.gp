@@ -4,13 +4,14 @@
 # core bound (dashed).
 #
 # Driven by scripts/plot.sh (plot_headline), the points from scripts/headline.py:
-#   gnuplot -e "dir='results'; families='openmp mpi hybrid'; batch='64'; top=8; cores=C; out='plots/headline.png'" plots/headline.gp
+#   gnuplot -e "dir='results'; families='openmp mpi hybrid'; batch='openmp at batch 64'; top=8; bounds=0; cores=C; out='plots/headline.png'" plots/headline.gp
 # each DIR/headline-FAMILY.dat: whitespace columns workers speedup bound ('?' = not measured).
 
 if (!exists("dir")) dir = 'results'
 if (!exists("families")) families = 'openmp mpi hybrid cnn'
-if (!exists("batch")) batch = '64'
+if (!exists("batch")) batch = 'batch 64'   # which family at which batch
 if (!exists("top")) top = 8
+if (!exists("bounds")) bounds = 0   # 1: some family has a measured core bound (dashed lines)
 if (!exists("cores")) cores = int(system("nproc"))
 if (!exists("out")) out = 'plots/headline.png'
 
@@ -21,7 +22,7 @@ if (strstrt(GPVAL_TERMINALS, "pngcairo") > 0) {
 }
 set output out
 set datafile missing '?'
-set title sprintf("speedup over serial against workers, batch %s, on %d cores", batch, cores)
+set title sprintf("speedup over serial against workers on %d cores\n{/*0.9 %s}", cores, batch)
 set grid lc rgb "#c8c8c8"
 set logscale x 2
 set logscale y 2
@@ -31,6 +32,7 @@ set xrange [0.8:top * 1.25]
 set key top left box opaque noenhanced
 set arrow 1 from cores, graph 0 to cores, graph 1 nohead dt 3 lc rgb "#888888"
 file(f) = sprintf("%s/headline-%s.dat", dir, f)
-plot x with lines dt 3 lc rgb "#555555" title "ideal (speedup = workers)", \
-     for [i = 1:words(families)] file(word(families, i)) using 1:2 with linespoints pt 7 lc i title word(families, i), \
-     for [i = 1:words(families)] file(word(families, i)) using 1:3 with lines dt 2 lc i notitle
+curves = 'plot x with lines dt 3 lc rgb "#555555" title "ideal (speedup = workers)", ' . \
+         'for [i = 1:words(families)] file(word(families, i)) using 1:2 with linespoints pt 7 lc i title word(families, i)'
+bound_lines = ', for [i = 1:words(families)] file(word(families, i)) using 1:3 with lines dt 2 lc i title word(families, i) . " core bound"'
+eval(curves . (bounds ? bound_lines : ''))

@@ -7,7 +7,7 @@ headline_points() (the same numbers as the first page's table).
   headline.py DIR --outdir OUTDIR
 Writes OUTDIR/headline-FAMILY.dat ("workers speedup bound", bound "?" where no benchmark
 measured it) and prints shell assignments for scripts/plot.sh: headline_families='...'
-headline_batch='...' headline_max=N. Exit 0; 1 when no family has data; 2 on a usage error
+headline_batch='openmp, mpi at batch 64; cnn at batch 32' headline_max=N headline_bounds=0|1 (whether any bound was measured). Exit 0; 1 when no family has data; 2 on a usage error
 or a file that cannot be written.
 """
 
@@ -37,9 +37,13 @@ def main(argv):
     except OSError as e:
         print(f"headline.py: {e.filename}: {e.strerror}", file=sys.stderr)
         return 2
-    batches = ",".join(sorted({p["batch"] for p in pts.values()}))
+    by_batch = {}
+    for fam, p in pts.items():
+        by_batch.setdefault(p["batch"], []).append(fam)
+    batches = "; ".join(f"{', '.join(f)} at batch {b}" for b, f in sorted(by_batch.items(), key=lambda kv: int(kv[0])))
     top = max(w for p in pts.values() for w, _, _, _ in p["points"])
-    print(f"headline_families='{' '.join(pts)}' headline_batch='{batches}' headline_max={top}")
+    bounds = int(any(b is not None for p in pts.values() for _, _, b, _ in p["points"]))
+    print(f"headline_families='{' '.join(pts)}' headline_batch='{batches}' headline_max={top} headline_bounds={bounds}")
     return 0
 
 

@@ -173,9 +173,9 @@ plot_headline() {
   local vars
   vars=$("$PY" scripts/headline.py "$results" --outdir "$results")
   case $? in 0) ;; 1) skipped headline.png "no sweep with a serial baseline in $results (openmp.csv, mpi-strong.csv, hybrid-grid.csv, cnn-timing.csv)"; return 0 ;; *) return 1 ;; esac
-  local headline_families headline_batch headline_max
-  eval "$vars"   # headline_families='...' headline_batch='...' headline_max=N (from our own script)
-  gnuplot -e "dir='$results'; families='$headline_families'; batch='$headline_batch'; top=$headline_max; cores=$cores; out='$plots/headline.png'" plots/headline.gp || return 1
+  local headline_families headline_batch headline_max headline_bounds
+  eval "$vars"   # headline_families='...' headline_batch='...' headline_max=N headline_bounds=0|1 (from our own script)
+  gnuplot -e "dir='$results'; families='$headline_families'; batch='$headline_batch'; top=$headline_max; bounds=$headline_bounds; cores=$cores; out='$plots/headline.png'" plots/headline.gp || return 1
   drawn "$plots/headline.png ($headline_families from $results)"
 }
 

@@ -9,7 +9,8 @@ Where the numbers come from: each family's sweep CSV (FAMILIES), its speedups ag
 serial rows of the same CSV at the same batch; the per-round core bound from the column
 `core_bound` where a benchmark wrote one; PyTorch from any CSV's pytorch rows at the same
 batch and training-set size; seconds to the target accuracy from DIR/tta.csv (column
-`seconds_to_target`), "not measured" when it is absent.
+`seconds_to_target`), "not measured" when it is absent. PyTorch beside a configuration: the
+pytorch rows of the same network (`hidden`), batch, image size and training-set size.
 """
 
 import collections
@@ -88,10 +89,12 @@ def config_label(a):
     return f"{a.variant}, P × T = {a.ranks} × {a.threads}"
 
 
-def pytorch_epoch(inp, batch, train_n):
-    """the fastest PyTorch configuration's median epoch at this batch and training-set size"""
-    rows = [r for r in inp.all_rows() if r.get("program") == "pytorch" and r.get("batch") == batch
-            and r.get("train_n") == train_n]
+def pytorch_epoch(inp, a):
+    """the fastest PyTorch configuration's median epoch for the same network (hidden: the MLP's
+    layers or the CNN's), batch, image size and training-set size as A"""
+    r0 = a.rows[0]
+    rows = [r for r in inp.all_rows() if r.get("program") == "pytorch"
+            and all(r.get(k) == r0.get(k) for k in ("hidden", "batch", "image_size", "train_n"))]
     aggs = [a for a in configs(rows) if a.epoch]
     return min(aggs, key=lambda a: a.epoch) if aggs else None
 
@@ -144,7 +147,7 @@ def firstpage(d, machine, headings, compare=None):
     rows, best_of = [], {}
     ser_any = next((p["serial"] for p in pts.values() if p["serial"].program == "serial"), None)
     if ser_any:
-        torch = pytorch_epoch(i, ser_any.batch, ser_any.train_n)
+        torch = pytorch_epoch(i, ser_any)
         tta = seconds_to_target(i, "serial")
         rows.append(("serial", f"{ser_any.variant}, batch {ser_any.batch}", "1.00×", "–",
                      x(torch.epoch / ser_any.epoch) if torch else "no PyTorch run at this batch",
@@ -152,7 +155,7 @@ def firstpage(d, machine, headings, compare=None):
     for fam, p in pts.items():
         w, sp, bound, a = max(p["points"], key=lambda q: q[1])
         best_of[fam] = (w, sp, bound, a, p)
-        torch = pytorch_epoch(i, a.batch, a.train_n)
+        torch = pytorch_epoch(i, a)
         tta = seconds_to_target(i, fam)
         rows.append((fam, f"{config_label(a)}, batch {a.batch}", x(sp),
                      f"{sp / bound:.2f}" if bound else "not measured",
@@ -200,7 +203,7 @@ def findings(i, machine, pts, best_of, headings):
                        f"({bound:.2f}×){link.get(fam, '')}.")
     ser = next((p["serial"] for p in pts.values() if p["serial"].program == "serial"), None)
     if ser:
-        torch = pytorch_epoch(i, ser.batch, ser.train_n)
+        torch = pytorch_epoch(i, ser)
         if torch:
             ratio = torch.epoch / ser.epoch
             out.append(f"serial/serial takes {ser.epoch:.3g} s per epoch at batch {ser.batch}, PyTorch "
