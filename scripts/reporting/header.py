@@ -5,7 +5,8 @@ run, which mode, what the numbers are; one sentence more when any row was measur
 disturbed by other load) and the machine table (DIR/machine.json: what the run had).
 
 One run: the rows' timestamps and DIR/.done stamps (run_all.sh's finished steps) with no gap
-over RUN_GAP between consecutive ones; a longer gap starts another run.
+over RUN_GAP between consecutive ones; a longer gap starts another run. (The rows' run_id is
+one trainer process's, not one run_all.sh run's, so it cannot tell runs apart.)
 """
 
 import datetime
