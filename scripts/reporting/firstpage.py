@@ -14,7 +14,6 @@ pytorch rows of the same network (`hidden`), batch, image size and training-set 
 """
 
 import collections
-import os
 import re
 
 import partrain
@@ -219,7 +218,7 @@ def findings(i, machine, pts, best_of, headings):
         k = min(range(len(bs)), key=lambda j: secs[j])
         out.append(f"Seconds to the target accuracy are lowest at batch {bs[k]} ({secs[k]:.1f} s, median over "
                    f"{plural(len(by_batch[bs[k]]), 'run')}); " +
-                   (f"above it bigger batches stop paying" if k < len(bs) - 1 else "the largest batch measured")
+                   ("above it bigger batches stop paying" if k < len(bs) - 1 else "the largest batch measured")
                    + section_link(headings, "time to accuracy", "time-to-accuracy", "Time to") + ".")
     lat = machine.get("c2c_latency_ns")
     if isinstance(lat, (int, float)):
