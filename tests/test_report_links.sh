@@ -92,7 +92,7 @@ check "title: one run, its date" "$(head -n 1 "$R")" grep -qx '# partrain report
 check "first page right after the title paragraph, before the machine table" "$(grep -n '^## ' "$R" | head -n 2)" \
   bash -c "[ \"\$(grep '^## ' '$R' | head -n 2 | paste -sd'|')\" = '## The answer on one page|## Machine' ]"
 check "the machine in one line from machine.json" "$(grep -F '**Machine:**' "$R")" \
-  grep -qF '**Machine:** Fixture CPU (family/model/stepping 1/2/3), 2 cores, 4.0 GiB, cc 1.0, 2026-01-01 00:00 UTC' "$R"
+  grep -qF '**Machine:** Fixture CPU (family/model/stepping 1/2/3), 2 CPUs, 4.0 GiB, cc 1.0, 2026-01-01 00:00 UTC' "$R"
 row=$(grep -E '^\| openmp \|' "$R")
 check "best openmp: T = 2, 1.0 / 0.5 = 2.00×, PyTorch 1.5 / 0.5 = 3.00×, seconds to target not measured" "row: $row" \
   grep -qxF '| openmp | --accum reduction, T = 2, batch 64 | 2.00× | not measured | 3.00× | not measured |' <<<"$row"

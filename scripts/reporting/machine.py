@@ -166,9 +166,13 @@ def facts(m, sweep):
 
 
 def one_line(m):
-    """the machine in one line: CPU model, family, cores, memory, compiler, date"""
+    """the machine in one line: CPU model, family, CPUs (and the sweep's cores when they
+    differ), memory, compiler, date"""
     comp = str(m.get("compiler", "unknown compiler"))
     comp = comp.split(" (")[0] + (" " + comp.split()[-1] if "(" in comp else "")
+    cpus = m.get("real_cores_online", m.get("real_cores", "?"))
+    swept = m.get("cores")
+    # CPUs: what the machine has; the sweep's cores (--cores N) said beside them when they differ
+    cores = f"{cpus} CPUs" + (f" (the sweeps assumed {swept} cores)" if isinstance(swept, int) and swept != cpus else "")
     return (f"{m.get('cpu_model', 'unknown CPU')} (family/model/stepping {m.get('cpu_family_model_stepping', '?')}), "
-            f"{m.get('real_cores_online', '?')} cores, {_gib(m.get('memory_gib', '?'))}, {comp}, "
-            f"{m.get('date', 'date unknown')}")
+            f"{cores}, {_gib(m.get('memory_gib', '?'))}, {comp}, {m.get('date', 'date unknown')}")
