@@ -222,7 +222,7 @@ def findings(i, machine, pts, best_of, headings):
                    + section_link(headings, "time to accuracy", "time-to-accuracy", "Time to") + ".")
     lat = machine.get("c2c_latency_ns")
     if isinstance(lat, (int, float)):
-        out.append(f"A cache line's round trip between two cores of this machine takes {lat:.0f} ns "
+        out.append(f"A cache line's round trip from one core to another on this machine takes {lat:.0f} ns "
                    f"(bench/c2c, median), the floor of every per-step synchronisation{section_link(headings, 'Machine')}.")
     k = partrain.n_disturbed(i.all_rows())
     if k:
