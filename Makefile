@@ -113,9 +113,9 @@ CUDA_TARGETS = $(if $(HAVE_NVCC),$(O)cuda/cuda) $(if $(HAVE_CXX),$(O)cuda/cuda-e
 SERIAL_DEFS = $(if $(HAVE_BLAS),-DHAVE_CBLAS)
 SERIAL_LIBS = $(if $(HAVE_BLAS),-lopenblas)
 
-PROGRAMS = serial/serial openmp/openmp mpi/mpi mpi/shm mpi/pipeline hybrid/hybrid cuda/cuda cnn/cnn bench/comm
+PROGRAMS = serial/serial openmp/openmp mpi/mpi mpi/shm mpi/pipeline hybrid/hybrid cuda/cuda cnn/cnn bench/comm bench/c2c
 
-.PHONY: all build test test-bins data gpu-bundle plots clean report cuda cuda-emu cuda-mpi hybrid comm
+.PHONY: all build test test-bins data gpu-bundle plots clean report cuda cuda-emu cuda-mpi hybrid comm c2c
 SETUP ?= scripts/setup.sh
 all:
 	@$(SETUP) build
@@ -124,7 +124,7 @@ all:
 build: report
 
 # the CPU trainers this machine can build (make cpu: these alone, no CUDA)
-CPU_PROGRAMS = $(if $(HAVE_ZLIB),$(O)serial/serial) $(if $(and $(HAVE_ZLIB),$(HAVE_OMP)),$(O)openmp/openmp) \
+CPU_PROGRAMS = $(O)bench/c2c $(if $(HAVE_ZLIB),$(O)serial/serial) $(if $(and $(HAVE_ZLIB),$(HAVE_OMP)),$(O)openmp/openmp) \
                $(if $(and $(HAVE_ZLIB),$(HAVE_MPI)),$(O)mpi/mpi $(O)mpi/shm $(O)mpi/pipeline $(O)bench/comm) \
                $(if $(and $(HAVE_ZLIB),$(HAVE_MPI),$(HAVE_OMP)),$(O)cnn/cnn $(O)hybrid/hybrid)
 .PHONY: cpu
@@ -137,6 +137,7 @@ report: $(CPU_PROGRAMS) $(CUDA_TARGETS)
 	@$(if $(and $(HAVE_ZLIB),$(HAVE_MPI)),echo "  ✓ mpi/mpi (--sync $$($(O)mpi/mpi --list-variants | cut -f1 | paste -sd"|")) with mpi/shm (MPI+MPI: one model per node) and mpi/pipeline (GPipe micro-batches): run with scripts/mpirun.sh P ...",echo "  ✗ mpi/mpi with mpi/shm and mpi/pipeline skipped: $(if $(NO_MPI),NO_MPI=1 given,$(if $(HAVE_ZLIB),$(MPICC) not found (apt-get install openmpi-bin libopenmpi-dev),zlib headers missing (apt-get install zlib1g-dev)))")
 	@$(if $(and $(HAVE_ZLIB),$(HAVE_MPI)),echo "  ✓ bench/comm (OSU-style timing of --ops $$($(O)bench/comm --help | sed -n 's/.*--ops LIST *of \(.*\) \[.*/\1/p'): bench/comm.sh runs it)",echo "  ✗ bench/comm skipped: $(if $(NO_MPI),NO_MPI=1 given,$(if $(HAVE_ZLIB),$(MPICC) not found (apt-get install openmpi-bin libopenmpi-dev),zlib headers missing (apt-get install zlib1g-dev)))")
 	@$(if $(HAVE_NVCC),echo "  ✓ cuda/cuda (nvcc $(NVCC) $(CUDA_ARCH); variants $$($(O)cuda/cuda --list-variants | cut -f1 | paste -sd"|"))$(if $(shell nvidia-smi -L 2>/dev/null | grep GPU),, (no GPU here: it exits 3; scripts/gpu-check.sh on a GPU machine))",echo "  ✗ cuda/cuda skipped: $(if $(SANITIZE),SANITIZE=1 (ASan cannot instrument nvcc's device code; cuda/cuda-emu is the sanitized build of cuda.cu),$(if $(NO_CUDA),NO_CUDA=1 given,nvcc not found in PATH or \$$CUDA_HOME/bin or /usr/local/cuda/bin (install the CUDA toolkit or set NVCC=)))")
+	@echo "  ✓ bench/c2c (core-to-core latency; run_all.sh stores it in DIR/machine.json)"
 	@$(if $(HAVE_CXX),echo "  ✓ cuda/cuda-emu (the same kernels on the CPU through cuda/cuda_emu.h: for tests, not timings)",echo "  ✗ cuda/cuda-emu skipped: $(CXX) cannot compile C++17 with <ucontext.h> (apt-get install g++)")
 	@$(if $(and $(HAVE_NVCC),$(HAVE_MPICXX)),echo "  ✓ cuda/cuda-mpi (data parallel over ranks, host-staged MPI_Allreduce)",echo "  ✗ cuda/cuda-mpi skipped: $(if $(SANITIZE),SANITIZE=1 (nvcc build),$(if $(NO_MPI),NO_MPI=1 given,$(if $(HAVE_NVCC),$(MPICXX) not found (apt-get install libopenmpi-dev),nvcc not found)))")
 	@$(if $(and $(HAVE_CXX),$(HAVE_MPICXX)),echo "  ✓ cuda/cuda-mpi-emu (the MPI build on the CPU emulation)",echo "  ✗ cuda/cuda-mpi-emu skipped: $(if $(NO_MPI),NO_MPI=1 given,$(if $(HAVE_CXX),$(MPICXX) not found (apt-get install libopenmpi-dev),no C++17 compiler with <ucontext.h>))")
@@ -185,6 +186,13 @@ $(O)bench/comm: bench/comm.c common/options.c $(COMMON_HDR)
 	$(MPICC) $(STD) $(CFLAGS) $(ARCH) $(WARN) $(CPPFLAGS) bench/comm.c common/options.c -o $@ -lm
 
 comm: $(O)bench/comm
+
+# bench/c2c: core-to-core round trip (two pinned threads); run_all.sh records it in DIR/machine.json
+$(O)bench/c2c: bench/c2c.c
+	@mkdir -p $(dir $@)
+	$(CC) $(STD) $(CFLAGS) $(ARCH) $(WARN) $(CPPFLAGS) -pthread bench/c2c.c -o $@
+
+c2c: $(O)bench/c2c
 
 # the CNN: MPI ranks x OpenMP threads, so $(MPICC) with -fopenmp
 $(O)cnn/cnn: cnn/cnn.c $(COMMON_SRC) $(MPI_SRC) $(COMMON_HDR)
@@ -332,9 +340,10 @@ plots:
 
 # REPORT.md again from the results already there, nothing rerun (run_all.sh writes it at the
 # end of a run): make report-md [RESULTS=results/quick PLOTS=results/quick]. Not `make report`:
-# that name is the build summary `make all` prints.
+# that name is the build summary `make all` prints. PLOTS as run_all.sh puts them: plots/ for
+# results/, DIR/plots/ for another full run (results/reference), DIR for quick and smoke.
 RESULTS ?= results
-PLOTS   ?= $(if $(filter results,$(RESULTS)),plots,$(RESULTS))
+PLOTS   ?= $(if $(filter results,$(RESULTS)),plots,$(if $(wildcard $(RESULTS)/plots/.),$(RESULTS)/plots,$(RESULTS)))
 .PHONY: report-md
 report-md:
 	@bash -c '. scripts/lib.sh && exec "$$PARTRAIN_PYTHON" scripts/report.py --results "$$1" --plots "$$2" --out "$$1/REPORT.md"' \

@@ -14,7 +14,8 @@
 #                   imagesize model tta trace; the plots and report steps always run
 #   --steps LIST    only these steps (ids as --list-steps prints them) of the --only groups
 #   --results DIR   where the CSVs, logs, skipped.txt and REPORT.md go; a relative DIR is
-#                   taken from the directory run_all.sh is called from (as is --hostfile)
+#                   taken from the directory run_all.sh is called from (as is --hostfile);
+#                   a full run's figures go to DIR/plots/ (results/reference: self-contained)
 #   --fresh         forget the finished steps (DIR/.done) and redo every step
 #   --with-torch    install python3-torch as root when missing (else print the apt-get line)
 #   --no-setup      skip the set-up (scripts/setup.sh run, data, make all)
@@ -70,7 +71,9 @@ done
 sweep_setup $mode   # C, R, the nodes and the lists (scripts/lib.sh); a bad hostfile exits 2 here
 C=$SWEEP_CORES
 results=${results%/}
-if [ $mode = full ]; then plotdir=plots; else plotdir=$results; fi
+# figures: the default full run's in plots/; any other full run's in DIR/plots/, so that a
+# results directory (results/reference) is self-contained; quick and smoke keep them in DIR
+if [ $mode != full ]; then plotdir=$results; elif [ "$results" = results ]; then plotdir=plots; else plotdir=$results/plots; fi
 
 selected=()
 if [ -z "$only" ]; then selected=("${ALL_GROUPS[@]}"); else IFS=, read -r -a selected <<<"$only"; fi
@@ -109,8 +112,15 @@ if [ $list_steps = 0 ]; then
   jg() { sed 's/\([0-9]*\)x\([0-9]*\)/[\1,\2]/g; s/ /,/g; s/^/[/; s/$/]/' <<<"$1"; }
   LC_ALL=C printf '{"cores": %d, "nodes": %d, "slots": %d, "cores_from": "%s", "real_cores": %d, "mode": "%s",\n "threads": %s, "ranks": %s, "grid": %s, "pairs": %s}\n' \
     "$C" "$SWEEP_NODES" "$SWEEP_SLOTS" "$SWEEP_SOURCE" "$REAL_CORES" "$mode" "$(jl "$SWEEP_THREADS")" \
-    "$(jl "$SWEEP_RANKS")" "$(jg "$SWEEP_GRID")" "$(jg "$SWEEP_PAIRS")" >"$results/machine.json.tmp" &&
-    mv -f "$results/machine.json.tmp" "$results/machine.json" || die "cannot write $results/machine.json"
+    "$(jl "$SWEEP_RANKS")" "$(jg "$SWEEP_GRID")" "$(jg "$SWEEP_PAIRS")" >"$results/machine.json.tmp" ||
+    die "cannot write $results/machine.json"
+  # what the machine is (CPU, flags, caches, compiler, MPI, PyTorch, commit, core-to-core
+  # latency), so that the report describes the machine this run had; every probe has a
+  # timeout; a resumed run (steps done) keeps what its start recorded
+  keep=(); [ -z "$(ls -A "$donedir")" ] || keep=(--keep-from "$results/machine.json")
+  "$PY" scripts/machine-info.py "$results/machine.json.tmp" "${keep[@]}" ||
+    echo "run_all: note: $results/machine.json has the sweep's cores only (scripts/machine-info.py failed)" >&2
+  mv -f "$results/machine.json.tmp" "$results/machine.json" || die "cannot write $results/machine.json"
 fi
 failed=0 t_all=$SECONDS
 k=0 n=0 cur_pid="" cur_step=setup

@@ -28,6 +28,9 @@
 #                   rewrites cnn-table{3,4,5}.md from the same CSVs; plots/cnn-speedup.gp)
 #   imagesize       imagesize.csv -> imagesize.png: epoch time and speedup vs input size,
 #                   seed report 002's figure 5 (scripts/imagesize.py, plots/imagesize.gp)
+#   headline        the sweeps' CSVs -> headline.png: the report's first figure, speedup
+#                   against workers for every strategy family with the ideal line and the
+#                   per-round core bound where measured (scripts/headline.py, plots/headline.gp)
 #   model           model-runs.csv (+ comm.csv) -> model.png: the alpha-beta model's
 #                   projection to 1 ... 1024 nodes (scripts/model.py project writes the
 #                   model-*.dat, plots/model.gp draws them)
@@ -52,7 +55,7 @@ set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
 
 . scripts/lib.sh    # PARTRAIN_PYTHON
-FIGURES=(curves openmp-threads mpi-scaling hybrid-grid cnn-speedup imagesize model tta timelines)
+FIGURES=(curves openmp-threads mpi-scaling hybrid-grid cnn-speedup imagesize model tta timelines headline)
 results=results plots=plots only=""
 where=()
 usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
@@ -195,6 +198,16 @@ plot_timelines() {
   done
   [ $n -gt 0 ] || skipped "timeline-*.png" "no $results/traces/*.json (run_all.sh --only trace)"
   return $rc
+}
+
+plot_headline() {
+  local vars
+  vars=$("$PY" scripts/headline.py "$results" --outdir "$results")
+  case $? in 0) ;; 1) skipped headline.png "no sweep with a serial baseline in $results (openmp.csv, mpi-strong.csv, hybrid-grid.csv, cnn-timing.csv)"; return 0 ;; *) return 1 ;; esac
+  local headline_families headline_batch headline_max headline_bounds
+  eval "$vars"   # headline_families='...' headline_batch='...' headline_max=N headline_bounds=0|1 (from our own script)
+  gnuplot -e "dir='$results'; families='$headline_families'; batch='$headline_batch'; top=$headline_max; bounds=$headline_bounds; cores=$cores; out='$plots/headline.png'" plots/headline.gp || return 1
+  drawn "$plots/headline.png ($headline_families from $results)"
 }
 
 status=0

@@ -2,15 +2,22 @@
 """
 scripts/report.py — results/REPORT.md assembled from whatever a run left behind.
 
-  report.py [--results DIR] [--plots PLOTDIR] [--out FILE]
+  report.py [--results DIR] [--plots PLOTDIR] [--out FILE] [--compare REFDIR]
       --results DIR    the CSVs, hyperfine JSON, generated tables and skipped.txt of one
                        run_all.sh run (default results)
-      --plots PLOTDIR  where that run's PNGs are (default plots; run_all.sh --quick and
-                       --smoke keep them in DIR itself)
+      --plots PLOTDIR  where that run's PNGs are (default DIR/plots when it exists, else
+                       plots; run_all.sh keeps them in DIR/plots, or DIR itself for
+                       --quick and --smoke)
       --out FILE       the report (default DIR/REPORT.md)
+      --compare REFDIR this run's time per epoch beside REFDIR's (e.g. results/reference)
+                       for every configuration both have: the first page's "Against the
+                       reference" and DIR/compare.csv; a REFDIR that is missing or holds
+                       no CSV: one line, exit 2, nothing written
 
-Sections (one module each in scripts/reporting/): the run, the machine (probed now, every
-probe with a timeout), one section per seed report (/work/shared/seeds 000..004) with its
+Sections (one module each in scripts/reporting/): the title (the run's date, or "assembled
+from N runs" with the list), the first page (firstpage.py: the machine in one line, the
+headline figure, the best configuration per strategy, findings), the machine (the run's
+DIR/machine.json; probed now, and said so, when it lacks them), one section per seed report (/work/shared/seeds 000..004) with its
 tables and figures regenerated from our measurements and the report's own published
 numbers (scripts/seeds.py) beside ours, MPI scaling, MPI+MPI (shared-memory windows) vs
 MPI+OpenMP, the performance model (scripts/model.py), the GPU (scripts/gpu-check.sh's
@@ -44,8 +51,9 @@ import traceback
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from reporting.common import PROG, Doc, Inputs, check_steps  # noqa: E402
 from reporting.gpu import gpu  # noqa: E402
-from reporting.header import header  # noqa: E402
-from reporting.machine import machine  # noqa: E402
+from reporting.compare import bad_refdir, compare_section  # noqa: E402
+from reporting.firstpage import firstpage  # noqa: E402
+from reporting.header import header, machine_table, run_machine  # noqa: E402
 from reporting.model import model  # noqa: E402
 from reporting.mpimpi import mpimpi  # noqa: E402
 from reporting.pytorch import pytorch  # noqa: E402
@@ -77,40 +85,69 @@ def write(out, text):
     return True
 
 
-def main(argv):
-    ap = argparse.ArgumentParser(prog=PROG, description="assemble REPORT.md from a run_all.sh results directory")
-    ap.add_argument("--results", default="results", metavar="DIR")
-    ap.add_argument("--plots", default=None, metavar="PLOTDIR")
-    ap.add_argument("--out", default=None, metavar="FILE")
-    a = ap.parse_args(argv)
-    results = a.results.rstrip("/") or "/"
-    plots = (a.plots or "plots").rstrip("/") or "/"
-    out = a.out or os.path.join(results, "REPORT.md")
-    if not os.path.isdir(results):
-        print(f"{PROG}: note: {results} is not a directory; every input will be reported missing", file=sys.stderr)
-    check_steps()
-    inp = Inputs(results, plots, out)
-    doc = Doc(inp)
-    m = inp.machine   # the cores the sweeps assumed (DIR/machine.json), beside what nproc says now
-
-    def run_header(d):
-        header(d, machine() + [("sweeps' cores", f"{m['cores']} ({m['cores_from']}), {m['nodes']} node(s), "
-                                                f"up to {m['slots']} ranks (DIR/machine.json; docs/sweeps.md)")])
-    run_header.__name__ = "header"
+def run_sections(doc, sections):
+    """each section into DOC; one that fails gives one line on stderr and a note in its
+    place (one broken input must not cost the whole report); the number that failed"""
     failed = 0
-    for section in (run_header,) + SECTIONS:
+    for section in sections:
         mark = len(doc.lines)
         try:
             section(doc)
-        except Exception as e:    # one broken input must not cost the whole report: one line, go on
+        except Exception as e:
             failed += 1
             where = traceback.extract_tb(e.__traceback__)[-1]
             print(f"{PROG}: section {section.__name__} not completed: {type(e).__name__}: {e} "
                   f"({os.path.basename(where.filename)}:{where.lineno})", file=sys.stderr)
             del doc.lines[mark + 2:]
             doc.para(f"(this section could not be completed: {type(e).__name__}: {e}; see {PROG}'s stderr)")
-    text = "\n".join(doc.lines).rstrip("\n") + "\n"
+    return failed
+
+
+def relative_paths(text, out, *dirs):
+    """TEXT with the absolute paths of DIRS (the results and plots directories) written
+    relative to the report's directory: a report names files as a reader beside it finds
+    them, never a path of the machine that made it (run_all.sh passes absolute ones)"""
+    here = os.path.dirname(os.path.abspath(out))
+    for d in sorted({os.path.abspath(d) for d in dirs}, key=len, reverse=True):
+        rel = os.path.relpath(d, here)
+        text = text.replace(d + "/", "" if rel == "." else rel + "/")
+    return text
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(prog=PROG, description="assemble REPORT.md from a run_all.sh results directory")
+    ap.add_argument("--results", default="results", metavar="DIR")
+    ap.add_argument("--plots", default=None, metavar="PLOTDIR")
+    ap.add_argument("--out", default=None, metavar="FILE")
+    ap.add_argument("--compare", default=None, metavar="REFDIR")
+    a = ap.parse_args(argv)
+    results = a.results.rstrip("/") or "/"
+    default_plots = os.path.join(results, "plots") if os.path.isdir(os.path.join(results, "plots")) else "plots"
+    plots = (a.plots or default_plots).rstrip("/") or "/"
+    out = a.out or os.path.join(results, "REPORT.md")
+    if a.compare is not None:
+        why = bad_refdir(a.compare.rstrip("/") or "/")
+        if why:
+            print(f"{PROG}: {why}", file=sys.stderr)
+            return 2
+    if not os.path.isdir(results):
+        print(f"{PROG}: note: {results} is not a directory; every input will be reported missing", file=sys.stderr)
+    check_steps()
+    inp = Inputs(results, plots, out)
+    head, body, first = Doc(inp), Doc(inp), Doc(inp)
+    failed = run_sections(head, (header,))
+    failed += run_sections(body, (machine_table,) + SECTIONS)
+    headings = [l for l in body.lines if l.startswith("## ")]
+    machine, _ = run_machine(inp)
+    compare = compare_section(a.compare.rstrip("/") or "/") if a.compare is not None else None
+
+    def first_page(d):
+        firstpage(d, machine, headings, compare)
+    first_page.__name__ = "firstpage"
+    failed += run_sections(first, (first_page,))
+    text = "\n".join(head.lines + first.lines + body.lines).rstrip("\n") + "\n"
     text = re.sub(r"\n{3,}", "\n\n", text)
+    text = relative_paths(text, out, results, plots)
     if not write(out, text):
         return 2
     print(f"{PROG}: {out} ({len(text.splitlines())} lines; {len(set(inp.missing_seen))} input(s) missing)")

@@ -117,14 +117,15 @@ check "REPORT.md written" "no $R" [ -s "$R" ]
 check "no Python traceback on stderr" "$(grep -m1 -A3 Traceback "$R.err")" bash -c "! grep -q Traceback '$R.err'"
 check "every step id report.py names is registered by run_all.sh (--list-steps)" "$(grep -F 'step id' "$R.err")" \
   bash -c "! grep -qF 'step id' '$R.err' && ! grep -qF 'cannot check the step ids' '$R.err'"
-for h in "# partrain report" "## Machine" "## Seed report 000" "## Seed report 001" "## Seed report 002" \
+for h in "## The answer on one page" "## Machine" "## Seed report 000" "## Seed report 001" "## Seed report 002" \
          "## Seed report 003" "## Seed report 004" "## Scaling" "## MPI+MPI vs MPI+OpenMP" "## Timelines" \
          "## Performance model" "## Time to accuracy" "## What else would you use" "## Skipped" \
          "## Which timing is which"; do
   check "heading '$h'" "missing in $R" grep -qxF "$h" "$R"
 done
+check "title: the run's date (one run)" "$(head -n 1 "$R")" grep -qx '# partrain report: the run of 2026-01-01 00:00 UTC' "$R"
 # headings in the required order
-order=$(grep -E '^#{1,2} ' "$R" | grep -vE '^## (Seed report 00[0-4]|Machine|Scaling|MPI\+MPI vs MPI\+OpenMP|Timelines|Performance model|Time to accuracy|What else would you use|Skipped|Which timing is which)$|^# partrain report$' | head -n 1)
+order=$(grep -E '^#{1,2} ' "$R" | grep -vE '^## (Seed report 00[0-4]|Machine|Scaling|MPI\+MPI vs MPI\+OpenMP|Timelines|Performance model|Time to accuracy|What else would you use|Skipped|Which timing is which|The answer on one page)$|^# partrain report: ' | head -n 1)
 check "no unexpected top-level heading" "found '$order'" [ -z "$order" ]
 
 # known numbers in the right tables
@@ -169,9 +170,9 @@ check "figure embedded with a path relative to REPORT.md" "$(grep -F 'openmp-thr
 
 # missing inputs: one line each, with skipped.txt's reason when it has one
 check "missing imagesize.csv: the line with skipped.txt's reason" "$(grep -F imagesize.csv "$R")" \
-  grep -qF "not measured in this run: $D/imagesize.csv missing (step imagesize skipped: no time for it in this fixture)" "$R"
+  grep -qF "not measured in this run: imagesize.csv missing (step imagesize skipped: no time for it in this fixture)" "$R"
 check "missing PNG: a line, not a broken image link" "$(grep -F curves.png "$R")" \
-  grep -qF "not measured in this run: $P/curves.png missing" "$R"
+  grep -qF "not measured in this run: ../plots/curves.png missing" "$R"
 check "no image link to a missing PNG" "$(grep -F '![' "$R" | grep -v openmp-threads)" \
   bash -c "! grep -F '![' '$R' | grep -vq openmp-threads"
 bt='`'
@@ -218,7 +219,7 @@ rm "$D/openmp.csv"
 run_report "$R"; rc=$?
 check "removed openmp.csv: exit 0" "exit status $rc" [ $rc = 0 ]
 check "removed openmp.csv: 'not measured in this run' line" "$(grep -F openmp.csv "$R" | head -n 3)" \
-  grep -qF "not measured in this run: $D/openmp.csv missing (step openmp-sweep skipped: no reason in $D/skipped.txt)" "$R"
+  grep -qF "not measured in this run: openmp.csv missing (step openmp-sweep skipped: no reason in skipped.txt)" "$R"
 check "removed openmp.csv: its table is gone" "$(grep -E '^\| 8 \| passive' "$R")" bash -c "! grep -qE '^\| 8 \| passive' '$R'"
 
 # nothing at all: every heading, nothing skipped is claimed, no traceback
@@ -227,7 +228,7 @@ mkdir -p "$E"
 "$PY" scripts/report.py --results "$E" --plots "$E" --out "$E/REPORT.md" >/dev/null 2>"$E/err"; rc=$?
 check "empty results dir: exit 0" "exit status $rc: $(tail -n 3 "$E/err")" [ $rc = 0 ]
 check "empty results dir: all 11 headings" "$(grep -c '^#' "$E/REPORT.md")" \
-  bash -c "[ \$(grep -cE '^(# partrain report|## (Machine|Seed report 00[0-4]|Scaling|What else would you use|Skipped|Which timing is which))$' '$E/REPORT.md') = 11 ]"
+  bash -c "[ \$(grep -cE '^(# partrain report.*|## (Machine|Seed report 00[0-4]|Scaling|What else would you use|Skipped|Which timing is which))$' '$E/REPORT.md') = 11 ]"
 check "empty results dir: no traceback" "$(head -n 5 "$E/err")" bash -c "! grep -q Traceback '$E/err'"
 tables_ok "empty results dir" "$E/REPORT.md"
 check "empty results dir: says skipped.txt is missing rather than 'nothing was skipped'" "$(sed -n '/^## Skipped/,/^## /p' "$E/REPORT.md")" \

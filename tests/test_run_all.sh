@@ -13,7 +13,9 @@
 #      — imports torch, else a skipped.txt line), hyperfine JSON per trainer (or a skipped.txt line
 #      when hyperfine is missing), PNG and REPORT.md exists and is non-empty; the PNGs are
 #      valid (signature, IHDR first, IEND last, every chunk's CRC); REPORT.md has the
-#      section headings of scripts/report.py; every CSV has exactly the header
+#      section headings of scripts/report.py, the first page first, every link resolving
+#      and no absolute path (tests/check_links.py); machine.json has every probed field
+#      (scripts/machine-info.py); every CSV has exactly the header
 #      RESULTS_HEADER of common/results.h (a benchmark's CSV: followed by scripts/lib.sh's
 #      other_load_cores,disturbed; comm.csv and trace-summary.csv: their own), rows of the same width, no duplicate run_id,
 #      no duplicate row, and no file mixing rows of the interrupted and the resumed run
@@ -150,7 +152,7 @@ assert d["results"] and all(r["mean"] > 0 and r["times"] for r in d["results"])'
     check "no hyperfine: hyperfine-$t in skipped.txt" "line missing" skipline "hyperfine-$t"
   fi
 done
-for p in curves openmp-threads mpi-scaling mpi-comm hybrid-grid cnn-speedup imagesize; do
+for p in curves openmp-threads mpi-scaling mpi-comm hybrid-grid cnn-speedup imagesize headline; do
   check "PNG $p.png valid" "$DIR/$p.png missing or not a valid PNG" "$PY" -c '
 import struct, sys, zlib
 b = open(sys.argv[1], "rb").read()
@@ -181,14 +183,26 @@ if [ -f scripts/report.py ]; then
   # issue 33: tables of at most 7 columns (the rest in DIR/report-tables/, linked), links that resolve
   widest=$(LC_ALL=C awk '/^\|/ { l = $0; gsub(/\\\|/, "", l); n = gsub(/\|/, "", l) - 1; if (n > m) m = n } END { print m + 0 }' "$DIR/REPORT.md")
   check "REPORT.md: no table wider than 7 columns" "widest: $widest" [ "$widest" -le 7 ]
-  unresolved=$(grep -o '](\([^)]*\))' "$DIR/REPORT.md" | sed 's/^](//; s/)$//' | grep -v '^https\?://' |
-               while read -r l; do case $l in /*) echo "$l" ;; *) [ -e "$DIR/$l" ] || echo "$l" ;; esac; done)
-  check "REPORT.md: every link and image resolves relative to it, none absolute" "$unresolved" [ -z "$unresolved" ]
   "$PY" scripts/report.py --results "$DIR" --plots "$DIR" --out "$TMP/REPORT-again.md" >/dev/null 2>"$TMP/report.err"; rc=$?
   check "report.py on the complete --smoke DIR: exit 0, no line on stderr but notes" "exit $rc: $(head -n 3 "$TMP/report.err")" \
     eval '[ $rc = 0 ] && ! grep -qv ": note: " "$TMP/report.err"'
+  check "REPORT.md: the first page right after the title" "$(grep -m 2 '^## ' "$DIR/REPORT.md")" \
+    bash -c "[ \"\$(grep -m 1 '^## ' '$DIR/REPORT.md')\" = '## The answer on one page' ]"
+  out=$("$PY" tests/check_links.py --no-abs "$DIR/REPORT.md" 2>&1)
+  check "REPORT.md: every image and link resolves, no absolute path" "$(head -n 3 <<<"$out")" [ -z "$out" ]
 else
   skip "REPORT.md" "scripts/report.py not present (run_all.sh skips the report step)"
+fi
+if [ -f scripts/machine-info.py ]; then   # machine.json: what the machine was, probed at the start
+  check "machine.json: every probed field" "$(head -c 400 "$DIR/machine.json")" "$PY" -c '
+import json, sys
+m = json.load(open(sys.argv[1]))
+want = ("cores", "real_cores", "cpu_model", "cpu_family_model_stepping", "cpu_flags", "sockets_cores_threads",
+        "caches", "frequency_governor", "memory_gib", "os", "kernel", "compiler", "mpi", "python", "pytorch",
+        "gpu", "git_commit", "date", "c2c_latency_ns")
+missing = [k for k in want if k not in m or m[k] in ("", None)]
+assert not missing, missing
+assert isinstance(m["c2c_latency_ns"], float) or m["c2c_latency_ns"].startswith("not measured"), m["c2c_latency_ns"]' "$DIR/machine.json"
 fi
 # csv_problems: one line naming what is wrong with the CSVs in $DIR (nothing when all is well)
 csv_problems() {

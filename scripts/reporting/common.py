@@ -565,3 +565,7 @@ class Doc:
         sentences = [t for t in sentences if t]
         if sentences:
             self.para("**What this shows:** " + " ".join(sentences))
+
+
+# the first page's figure (scripts/plot.sh plot_headline, from the sweeps' CSVs)
+STEPS["headline.png"] = (["plots"], None)
