@@ -250,7 +250,7 @@ if group openmp; then
   step hyperfine-openmp "15 4 1" hyperfine-openmp.json openmp_hyperfine "$(hf_desc openmp "openmp/openmp --threads $C --accum loop, OMP_WAIT_POLICY $([ "$C" -le "$REAL_CORES" ] && echo 'as in the environment' || echo passive)")"
 fi
 if group mpi; then
-  step mpi-bench "200 22 3" bench-mpi.csv mpi_bench "mpi: data parallel vs serial, P = $(words "$ONE_C"), every --sync, batch 64$(by_mode ' and 512' ' and 512, quick subset' ', 1k MNIST digits, 1 run') (bench/mpi-bench.sh) -> $results/bench-mpi.csv"
+  step mpi-bench "200 22 3" "bench-mpi.csv bench-mpi-bounds.csv" mpi_bench "mpi: data parallel vs serial, P = $(words "$ONE_C"), every --sync, batch 64$(by_mode ' and 512' ' and 512, quick subset' ', 1k MNIST digits, 1 run') (bench/mpi-bench.sh) -> $results/bench-mpi.csv"
   step mpi-sweep "200 53 6" "mpi-strong.csv mpi-weak.csv mpi-pipeline.csv" mpi_sweep "mpi: strong/weak scaling P = $(words "$SWEEP_RANKS"), every --sync, and the pipeline's bubble (bench/mpi-sweep.sh$(by_mode '' ' --quick' ', 1k MNIST digits')) -> $results/mpi-{strong,weak,pipeline}.csv"
   step hyperfine-mpi "20 11 1" hyperfine-mpi.json mpi_hyperfine "$(hf_desc mpi "scripts/mpirun.sh $C mpi/mpi --sync allreduce")"
 fi
@@ -267,7 +267,7 @@ if group cnn; then
   step cnn-accuracy "20 1 1" cnn-accuracy.csv cnn_accuracy "cnn: seed report 003's convergence runs, MNIST digits, lr 0.01: 1x1, 2x2 (global batch 32), 2 and 4 ranks x 32 per rank$(by_mode '' ', quick subset' ', 1k samples, 2 epochs') -> $results/cnn-accuracy.csv"
   step cnn-timing "45 7 1" cnn-timing.csv cnn_timing "cnn: $(by_mode '5 epochs of 60k Fashion-MNIST images' '2 epochs of 10k Fashion-MNIST images' '2 epochs of 1k MNIST digits'), P x T = $SWEEP_PAIRS -> $results/cnn-timing.csv"
   step cnn-tables "1 1 1" "cnn-table3.md cnn-table4.md cnn-table5.md cnn-speedup.dat" cnn_tables "cnn: seed report 003's Tables 3, 4, 5 -> $results/cnn-table{3,4,5}.md (figure: plots step)"
-  step cnn-bench "170 30 10" bench-cnn.csv cnn_bench "cnn vs PyTorch, $SWEEP_PAIRS and torch $(words "$ONE_C") threads (bench/cnn-bench.sh$(by_mode '' ' --quick' ', 1k MNIST digits, 1 run')) -> $results/bench-cnn.csv"
+  step cnn-bench "170 30 10" "bench-cnn.csv bench-cnn-bounds.csv" cnn_bench "cnn vs PyTorch, $SWEEP_PAIRS and torch $(words "$ONE_C") threads (bench/cnn-bench.sh$(by_mode '' ' --quick' ', 1k MNIST digits, 1 run')) -> $results/bench-cnn.csv"
   step hyperfine-cnn "40 11 1" hyperfine-cnn.json cnn_hyperfine "$(hf_desc cnn "cnn/cnn 1 rank x 1 thread and $C ranks x 1 thread, batch 32")"
 fi
 if group imagesize; then

@@ -37,7 +37,8 @@
 # their sum (1xC: pieces move to the faster core) or C times the slower one (Cx1: an even
 # split waits for the slower rank) bounds the speedup any sharing of the work could
 # have given on those cores in that round, and the table shows the median of the
-# speedup over that bound. The verdict stays the measured speedup. (The tables:
+# speedup over that bound, every round's also in CSV-bounds.csv (bench-cnn-bounds.csv, for
+# the report's first page). The verdict stays the measured speedup. (The tables:
 # scripts/bench_tables.py cnn.)
 #
 # Usage: bench/cnn-bench.sh [--epochs E] [--runs R] [--data DIR] [--train N] [--csv FILE] [--quick]
@@ -129,4 +130,4 @@ done
 
 echo
 echo "median over $runs run(s) of each run's median epoch time (epochs 2..$epochs)"
-"$PY" scripts/bench_tables.py cnn "$csv" --since "$since" --epochs "$epochs" --train "${train:-0}" --cores-log "$cores_log" --cores "$C"
+"$PY" scripts/bench_tables.py cnn "$csv" --since "$since" --epochs "$epochs" --train "${train:-0}" --cores-log "$cores_log" --cores "$C" --bounds "${csv%.csv}-bounds.csv"

@@ -33,7 +33,8 @@
 # the rank's own buffers, so it times the core); C times the slowest rank's speed against
 # the P = 1 run of the same variant in that round bounds what any even split of the
 # batch could have given on those cores, and the table shows each ratio as a fraction of
-# that bound (openmp's against the shm run's bound of its round).
+# that bound (openmp's against the shm run's bound of its round); every round's bound and
+# speedup also go to CSV-bounds.csv (e.g. bench-mpi-bounds.csv) for the report's first page.
 # Finally bench/mpi-overlap.c (built with mpicc into a temporary directory) measures
 # whether a non-blocking Iallreduce advances while a rank computes without MPI calls.
 # No OpenMP anywhere: OMP_WAIT_POLICY is irrelevant and left unset.
@@ -130,7 +131,7 @@ done
 echo
 echo "median over $runs run(s) of each run's median epoch (epochs 2..$epochs); comm = seconds inside MPI calls per epoch (mean over ranks)"
 "$PY" scripts/bench_tables.py mpi "$csv" --since "$since" --epochs "$epochs" --train "$train" \
-  --cores-log "$cores_log" --cores "$C"
+  --cores-log "$cores_log" --cores "$C" --bounds "${csv%.csv}-bounds.csv"
 
 # does a non-blocking allreduce progress while the rank computes? (see bench/mpi-overlap.c)
 # (no row: its load is shown, not recorded)

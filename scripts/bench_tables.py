@@ -5,8 +5,8 @@ the rows they appended (read by column name through scripts/partrain.py).
 
   bench_tables.py openmp CSV --since ISO --epochs E --train N    bench/openmp-bench.sh
   bench_tables.py mpi CSV --since ISO --epochs E --train N [--cores-log FILE --cores C]
-                                                                 bench/mpi-bench.sh
-  bench_tables.py cnn CSV --since ISO --epochs E --train N --cores-log FILE
+                  [--bounds OUT]                                 bench/mpi-bench.sh
+  bench_tables.py cnn CSV --since ISO --epochs E --train N --cores-log FILE [--bounds OUT]
                                                                  bench/cnn-bench.sh
   bench_tables.py hybrid CSV                                     bench/hybrid-bench.sh
   bench_tables.py hybrid-grid CSV --dat FILE [--table MD --data DIR --batch B --epochs E]
@@ -15,7 +15,10 @@ A row counts when its timestamp is >= --since, its epochs column equals --epochs
 (--train N > 0) its train_n equals N. Rows may carry scripts/lib.sh's two extra columns
 other_load_cores,disturbed (or not: older CSVs): a runs count marked "*" is a median that
 includes disturbed runs, and a line under the table counts them (hybrid-grid: the cell
-says "disturbed", the figure's title counts them). Exit status: 0; 1 when hybrid-grid finds no serial
+says "disturbed", the figure's title counts them). --bounds OUT writes the per-round core
+bounds the tables print (BOUNDS_HEADER: one row per configuration and round: its same-round
+speedup, the bound and the batch) for the report's first page; its first column is
+"trainer", not "program", so the report never reads it as result rows. Exit status: 0; 1 when hybrid-grid finds no serial
 and hybrid rows; 2 on a usage or file error. Python 3 standard library only.
 """
 
@@ -27,6 +30,20 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import partrain  # noqa: E402
 import seeds     # noqa: E402
+
+BOUNDS_HEADER = "trainer,variant,ranks,threads,batch,round,speedup,bound"
+
+
+def write_bounds(path, rows):
+    """the per-round bounds ROWS (tuples in BOUNDS_HEADER's order) to PATH, whole, then renamed"""
+    if not path:
+        return
+    tmp = f"{path}.tmp.{os.getpid()}"
+    with open(tmp, "w") as f:
+        f.write(BOUNDS_HEADER + "\n")
+        for r in rows:
+            f.write(",".join(f"{v:.4f}" if isinstance(v, float) else str(v) for v in r) + "\n")
+    os.replace(tmp, path)
 
 PROG = "bench_tables.py"
 med = statistics.median
@@ -175,7 +192,7 @@ def read_mpi_cores_log(path):
     return gw
 
 
-def mpi_vs_openmp(groups, gw, workers):
+def mpi_vs_openmp(groups, gw, workers, out=None):
     """MPI+MPI vs MPI+OpenMP: mpi shm and allreduce at P = workers beside openmp reduction with
     that many threads: the median of the same-round ratios against serial, the per-round core
     bound (workers x the slowest rank's speed against P = 1's, from compute us/sample: each rank's
@@ -200,6 +217,9 @@ def mpi_vs_openmp(groups, gw, workers):
             if not runs_:
                 continue
             sp = [s_ / t for s_, (t, _, _, _) in zip(ser, runs_)]
+            if out is not None:
+                out += [(prog, v, 1 if prog == "openmp" else workers, workers if prog == "openmp" else 1, batch,
+                         i, x_, b) for i, (x_, b) in enumerate(zip(sp, bounds.get(key, [])), 1) if b]
             fr = [x / b for x, b in zip(sp, bounds.get(key, [])) if b]
             bd = [b for b in bounds.get(key, []) if b]
             print(f"    {prog:<7} {v:<10} speedup {med(sp):.2f}x (rounds: {fmt_rounds(sp)})"
@@ -226,7 +246,9 @@ def cmd_mpi(a):
               f"{'MET' if sp >= target else 'NOT MET'}")
     if a.cores_log:
         workers = max((k[3] for k in groups if k[1] == "openmp"), default=a.cores)
-        mpi_vs_openmp(groups, read_mpi_cores_log(a.cores_log), workers)
+        bounds = []
+        mpi_vs_openmp(groups, read_mpi_cores_log(a.cores_log), workers, bounds)
+        write_bounds(a.bounds, bounds)
     return 0
 
 
@@ -313,7 +335,7 @@ def read_cores_log(path):
     return conv
 
 
-def cnn_core_speeds(g, conv, cores):
+def cnn_core_speeds(g, conv, cores, out=None):
     """how fast the cores ran in each round (conv us/sample of every worker, this invocation)"""
     base_conv = conv.get((1, 1), [])
     if cores < 2 or not base_conv or not any(k in conv for k in ((1, cores), (cores, 1))):
@@ -332,6 +354,8 @@ def cnn_core_speeds(g, conv, cores):
             speeds = [b[0] / w for w in ws]
             bound = sum(speeds) if how == "sum" else len(speeds) * min(speeds)
             ratio_rows.append((sp[i], speeds, bound))
+            if out is not None:
+                out.append(("cnn", "", c[0], c[1], 32, i + 1, sp[i], bound))
         if not ratio_rows:
             continue
         for i, (s, speeds, bound) in enumerate(ratio_rows, 1):
@@ -352,7 +376,9 @@ def cmd_cnn(a):
     g = CnnRuns(groups)
     cnn_table(g)
     cnn_targets(g, a.cores)
-    cnn_core_speeds(g, read_cores_log(a.cores_log), a.cores)
+    bounds = []
+    cnn_core_speeds(g, read_cores_log(a.cores_log), a.cores, bounds)
+    write_bounds(a.bounds, bounds)
     return 0
 
 
@@ -481,6 +507,7 @@ def main(argv):
         sp.add_argument("--train", type=int, default=0)
         if name in ("cnn", "mpi"):
             sp.add_argument("--cores-log", required=name == "cnn")
+            sp.add_argument("--bounds", metavar="OUT", help="write the per-round core bounds to OUT (CSV)")
             sp.add_argument("--cores", type=int, default=len(os.sched_getaffinity(0)),
                             help="the cores the configurations assumed (default: as nproc)")
     sp = sub.add_parser("hybrid")

@@ -211,20 +211,23 @@ import csv, glob, os, sys
 sys.path.insert(0, "scripts")
 import partrain
 import trace_summary
+import bench_tables
 d, t2 = sys.argv[1], sys.argv[2]
 header = partrain.results_header()
 bad = []
-# scripts/trace_summary.py's trace-summary.csv and bench/comm.sh's comm.csv have schemas of
-# their own (docs/tracing-figures.md; docs/comm.md, shared with scripts/model.py)
+# scripts/trace_summary.py's trace-summary.csv, bench/comm.sh's comm.csv and the bench
+# scripts' per-round core bounds (bench-{mpi,cnn}-bounds.csv) have schemas of their own
+# (docs/tracing-figures.md; docs/comm.md, shared with scripts/model.py; bench_tables.py)
 trace_header = list(trace_summary.CSV_HEADER)
 comm_header = "transport,op,ranks,nodes,ranks_per_node,bytes,repeat,warmup,iterations,min_us,avg_us,max_us,algbw_gbs,busbw_gbs,timestamp".split(",")
 for p in sorted(glob.glob(os.path.join(d, "*.csv"))):
     name, rows = os.path.basename(p), list(csv.reader(open(p, newline="")))
-    if name in ("comm.csv", "trace-summary.csv"):
-        # scripts/trace_summary.py's CSV too (docs/tracing-figures.md)
-        own = comm_header if name == "comm.csv" else trace_header
-        if not rows or rows[0] != own:
-            bad.append(f"{name}: header differs from {'bench/comm' if name == 'comm.csv' else 'scripts/trace_summary.py'}'s")
+    own = {"comm.csv": (comm_header, "bench/comm"), "trace-summary.csv": (trace_header, "scripts/trace_summary.py"),
+           "bench-mpi-bounds.csv": (bench_tables.BOUNDS_HEADER.split(","), "scripts/bench_tables.py --bounds"),
+           "bench-cnn-bounds.csv": (bench_tables.BOUNDS_HEADER.split(","), "scripts/bench_tables.py --bounds")}
+    if name in own:
+        if not rows or rows[0] != own[name][0]:
+            bad.append(f"{name}: header differs from {own[name][1]}'s")
             continue
         want = []
     else:
@@ -236,7 +239,7 @@ for p in sorted(glob.glob(os.path.join(d, "*.csv"))):
         if not rows or rows[0][:len(header)] != header or rows[0][len(header):] not in want:
             bad.append(f"{name}: header differs from RESULTS_HEADER")
             continue
-    if len(rows) < 2:
+    if len(rows) < 2 and not name.endswith("-bounds.csv"):   # a bound needs a round with P = 1 and P = C
         bad.append(f"{name}: no rows")
     if any(len(r) != len(rows[0]) for r in rows[1:]):
         bad.append(f"{name}: a row of another width")

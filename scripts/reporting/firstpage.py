@@ -6,14 +6,18 @@ strategy, and up to ten findings, each one sentence computed from the data and l
 the section it comes from. A reader who stops here has the answer.
 
 Where the numbers come from: each family's sweep CSV (FAMILIES), its speedups against the
-serial rows of the same CSV at the same batch; the per-round core bound from the column
-`core_bound` where a benchmark wrote one; PyTorch from any CSV's pytorch rows at the same
+serial rows of the same CSV at the same batch; the per-round core bound from the bench
+scripts' DIR/bench-mpi-bounds.csv and bench-cnn-bounds.csv (BOUNDS: every round's bound and
+same-round speedup for P ranks x 1 thread or 1 rank x T threads; the figure draws the median
+bound at those worker counts, and "fraction of the core bound" is the median over the rounds
+of speedup / bound of the same program at the same workers and batch); PyTorch from any CSV's pytorch rows at the same
 batch and training-set size; seconds to the target accuracy from DIR/tta.csv (column
 `seconds_to_target`), "not measured" when it is absent. PyTorch beside a configuration: the
 pytorch rows of the same network (`hidden`), batch, image size and training-set size.
 """
 
 import collections
+import os
 import re
 
 import partrain
@@ -23,6 +27,34 @@ from reporting.common import Agg, med, num, plural, x
 FAMILIES = (("openmp", "openmp.csv", "serial"), ("mpi", "mpi-strong.csv", "serial"),
             ("hybrid", "hybrid-grid.csv", "serial"), ("cnn", "cnn-timing.csv", "cnn"))
 HEADLINE_BATCH = "64"
+BOUNDS = ("bench-mpi-bounds.csv", "bench-cnn-bounds.csv")   # bench_tables.py --bounds
+
+
+def bound_rounds(inp, program, ranks, threads, batch):
+    """[(speedup, bound)] of every round in which a bench script measured PROGRAM's core
+    bound at RANKS x THREADS and BATCH (any variant: the bound is the cores' speed, not the
+    strategy's), [] when none did"""
+    out = []
+    for name in BOUNDS:
+        path = inp.path(name)
+        if not os.path.isfile(path):
+            continue
+        for r in partrain.read_csv(path, errors="replace"):
+            if (r.get("trainer"), r.get("ranks"), r.get("threads"), r.get("batch")) == \
+                    (program, str(ranks), str(threads), str(batch)):
+                sp, b = num(r.get("speedup")), num(r.get("bound"))
+                if sp and b:
+                    out.append((sp, b))
+    return out
+
+
+def core_bound(inp, a):
+    """(median bound, median fraction speedup / bound over the rounds) of A's program at A's
+    ranks x threads and batch, or (None, None)"""
+    rounds = bound_rounds(inp, a.program, a.ranks, a.threads, a.batch)
+    if not rounds:
+        return None, None
+    return med([b for _, b in rounds]), med([sp / b for sp, b in rounds])
 
 
 def batch_of(rows):
@@ -65,8 +97,7 @@ def family_points(inp, family, csv_name, base_program):
     pts = []
     for w in sorted(best):
         a = best[w]
-        bound = partrain.col_median(a.rows, "core_bound") if "core_bound" in a.rows[0] else None
-        pts.append((w, serial.epoch / a.epoch, bound, a))
+        pts.append((w, serial.epoch / a.epoch, core_bound(inp, a)[0], a))
     return {"batch": b, "serial": serial, "points": pts, "csv": csv_name} if pts else None
 
 
@@ -142,7 +173,8 @@ def firstpage(d, machine, headings, compare=None):
                "at batch " + ", ".join(sorted({p['batch'] for p in pts.values()})) + "; speedup over serial/serial "
                "in the same sweep (the CNN over its own 1 × 1); the dotted line is the ideal (speedup = workers)"
                + ("; dashed lines the per-round core bound." if any(b for p in pts.values() for _, _, b, _ in p["points"])
-                  else "; no benchmark of this run measured the per-round core bound (column `core_bound`)."))
+                  else "; no benchmark of this run measured the per-round core bound (bench-mpi-bounds.csv, "
+                       "bench-cnn-bounds.csv)."))
     rows, best_of = [], {}
     ser_any = next((p["serial"] for p in pts.values() if p["serial"].program == "serial"), None)
     if ser_any:
@@ -156,8 +188,9 @@ def firstpage(d, machine, headings, compare=None):
         best_of[fam] = (w, sp, bound, a, p)
         torch = pytorch_epoch(i, a)
         tta = seconds_to_target(i, fam)
+        fraction = core_bound(i, a)[1]
         rows.append((fam, f"{config_label(a)}, batch {a.batch}", x(sp),
-                     f"{sp / bound:.2f}" if bound else "not measured",
+                     f"{fraction:.2f} (bound {bound:.2f}×)" if fraction else "not measured",
                      x(torch.epoch / a.epoch) if torch else "no PyTorch run at this batch",
                      f"{tta[0]:.1f} s (≥ {tta[1]}%, batch {tta[2]})" if tta else "not measured"))
     d.add("### The best configuration per strategy", "")
@@ -197,9 +230,10 @@ def findings(i, machine, pts, best_of, headings):
         else:
             out.append(f"{fam} reaches {sp:.2f}× at {plural(w, 'worker')}, {100 * sp / w:.0f}% of the ideal "
                        f"{w}×{link.get(fam, '')}.")
-        if bound:
-            out.append(f"{fam} at {plural(w, 'worker')} reaches {sp / bound:.2f} of its per-round core bound "
-                       f"({bound:.2f}×){link.get(fam, '')}.")
+        fraction = core_bound(i, a)[1]
+        if fraction:
+            out.append(f"{fam} at {plural(w, 'worker')} reaches {fraction:.2f} of its per-round core bound "
+                       f"({bound:.2f}×: what these cores allowed in the bench rounds){link.get(fam, '')}.")
     ser = next((p["serial"] for p in pts.values() if p["serial"].program == "serial"), None)
     if ser:
         torch = pytorch_epoch(i, ser)
