@@ -21,6 +21,7 @@ import os
 import re
 
 import partrain
+import tta_sweep
 from reporting.common import Agg, med, num, plural, x
 
 # family, its sweep CSV, its baseline program (the CNN is its own 1 x 1)
@@ -182,7 +183,7 @@ def firstpage(d, machine, headings, compare=None):
         tta = seconds_to_target(i, "serial")
         rows.append(("serial", f"{ser_any.variant}, batch {ser_any.batch}", "1.00×", "–",
                      x(torch.epoch / ser_any.epoch) if torch else "no PyTorch run at this batch",
-                     f"{tta[0]:.1f} s (≥ {tta[1]}%, batch {tta[2]})" if tta else "not measured"))
+                     f"{tta[0]:.3g} s (≥ {tta[1]}%, batch {tta[2]})" if tta else "not measured"))
     for fam, p in pts.items():
         w, sp, bound, a = max(p["points"], key=lambda q: q[1])
         best_of[fam] = (w, sp, bound, a, p)
@@ -192,7 +193,7 @@ def firstpage(d, machine, headings, compare=None):
         rows.append((fam, f"{config_label(a)}, batch {a.batch}", x(sp),
                      f"{fraction:.2f} (bound {bound:.2f}×)" if fraction else "not measured",
                      x(torch.epoch / a.epoch) if torch else "no PyTorch run at this batch",
-                     f"{tta[0]:.1f} s (≥ {tta[1]}%, batch {tta[2]})" if tta else "not measured"))
+                     f"{tta[0]:.3g} s (≥ {tta[1]}%, batch {tta[2]})" if tta else "not measured"))
     d.add("### The best configuration per strategy", "")
     if rows:
         d.table(["strategy", "configuration", "speedup over serial", "fraction of the core bound",
@@ -242,18 +243,21 @@ def findings(i, machine, pts, best_of, headings):
             out.append(f"serial/serial takes {ser.epoch:.3g} s per epoch at batch {ser.batch}, PyTorch "
                        f"{torch.epoch:.3g} s: ours is {ratio:.2f}× PyTorch's speed"
                        f"{section_link(headings, 'What else would you use', 'PyTorch')}.")
-    tta = [r for r in i.rows("tta.csv") or [] if num(r.get("seconds_to_target")) is not None]
-    if tta:
-        by_batch = collections.defaultdict(list)
-        for r in tta:
-            by_batch[int(num(r.get("batch")) or 0)].append(num(r.get("seconds_to_target")))
-        bs = sorted(by_batch)
-        secs = [med(by_batch[b]) for b in bs]
-        k = min(range(len(bs)), key=lambda j: secs[j])
-        out.append(f"Seconds to the target accuracy are lowest at batch {bs[k]} ({secs[k]:.1f} s, median over "
-                   f"{plural(len(by_batch[bs[k]]), 'run')}); " +
-                   ("above it bigger batches stop paying" if k < len(bs) - 1 else "the largest batch measured")
-                   + section_link(headings, "time to accuracy", "time-to-accuracy", "Time to") + ".")
+    tta = i.rows("tta.csv") or []
+    if tta:   # the time-to-accuracy section's own rule (scripts/tta_sweep.py stops_falling), per side
+        summ = tta_sweep.summary(tta)
+        for side in ("serial", "best"):
+            pts = [(b, v[side]["seconds"][0] if side in v and v[side]["reached"] else None) for b, v in summ.items()]
+            stop = tta_sweep.stops_falling(pts)
+            if stop is None:
+                continue
+            name = next(v[side]["label"] for v in summ.values() if side in v)
+            b, b_min, s_min = stop
+            never = sorted(b_ for b_, t in pts if t is None)
+            out.append(f"Time to the target accuracy ({name}) stops falling at batch {b:,}: {s_min:.3g} s at its "
+                       f"best (batch {b_min:,}), within {tta_sweep.WITHIN:.0%} from batch {b:,} on"
+                       + (f"; batch {', '.join(f'{x:,}' for x in never)} never reached the target" if never else "")
+                       + section_link(headings, "Time to accuracy") + ".")
     lat = machine.get("c2c_latency_ns")
     if isinstance(lat, (int, float)):
         out.append(f"A cache line's round trip from one core to another on this machine takes {lat:.0f} ns "
