@@ -131,15 +131,18 @@ def pytorch_epoch(inp, a):
 
 
 def seconds_to_target(inp, program):
-    """(median seconds to the target of PROGRAM's fastest configuration in DIR/tta.csv, its
-    target and batch), or None"""
+    """(median seconds to the target over the seeds, target, batch) of PROGRAM's fastest
+    configuration and batch in DIR/tta.csv, or None"""
     rows = [r for r in inp.rows("tta.csv") or [] if r.get("program") == program
             and num(r.get("seconds_to_target")) is not None]
+    by = collections.defaultdict(list)
+    for r in rows:
+        by[(r.get("variant"), r.get("ranks"), r.get("threads"), r.get("batch"))].append(r)
     best = None
-    for a in configs(rows):
-        t = partrain.col_median(a.rows, "seconds_to_target")
+    for v in by.values():
+        t = partrain.col_median(v, "seconds_to_target")
         if t is not None and (best is None or t < best[0]):
-            best = (t, a.rows[0].get("target_accuracy", "?"), a.batch)
+            best = (t, v[0].get("target_accuracy", "?"), v[0].get("batch", "?"))
     return best
 
 
@@ -245,7 +248,11 @@ def findings(i, machine, pts, best_of, headings):
                        f"{section_link(headings, 'What else would you use', 'PyTorch')}.")
     tta = i.rows("tta.csv") or []
     if tta:   # the time-to-accuracy section's own rule (scripts/tta_sweep.py stops_falling), per side
-        summ = tta_sweep.summary(tta)
+        try:
+            diverged = tta_sweep.read_diverged(i.path("tta-diverged.txt"))
+        except (ValueError, OSError):
+            diverged = []
+        summ = tta_sweep.summary(tta, diverged)
         for side in ("serial", "best"):
             pts = [(b, v[side]["seconds"][0] if side in v and v[side]["reached"] else None) for b, v in summ.items()]
             stop = tta_sweep.stops_falling(pts)
@@ -254,9 +261,13 @@ def findings(i, machine, pts, best_of, headings):
             name = next(v[side]["label"] for v in summ.values() if side in v)
             b, b_min, s_min = stop
             never = sorted(b_ for b_, t in pts if t is None)
-            out.append(f"Time to the target accuracy ({name}) stops falling at batch {b:,}: {s_min:.3g} s at its "
-                       f"best (batch {b_min:,}), within {tta_sweep.WITHIN:.0%} from batch {b:,} on"
-                       + (f"; batch {', '.join(f'{x:,}' for x in never)} never reached the target" if never else "")
+            out.append(f"Time to {tta[0].get('target_accuracy', '?')} % test accuracy ({name}) is shortest at batch "
+                       f"{b_min:,} ({s_min:.3g} s); "
+                       + (f"bigger batches stop paying at batch {b:,}, the smallest within "
+                          f"{tta_sweep.WITHIN:.0%} of that" if b != b_min or b_min != min(summ) else
+                          "no batch above the smallest measured one paid")
+                       + (f"; batch {', '.join(f'{x:,}' for x in never)} never reached it (diverged or capped)"
+                          if never else "")
                        + section_link(headings, "Time to accuracy") + ".")
     lat = machine.get("c2c_latency_ns")
     if isinstance(lat, (int, float)):
