@@ -96,13 +96,9 @@ run_report() {   # OUT: runs report.py on the fixture into OUT; stderr in OUT.er
 }
 # widest_table FILE: the most columns of any markdown table in FILE ('\|' inside a cell is not a border)
 widest_table() { LC_ALL=C awk '/^\|/ { l = $0; gsub(/\\\|/, "", l); n = gsub(/\|/, "", l) - 1; if (n > m) m = n } END { print m + 0 }' "$1"; }
-# bad_links FILE: every link or image target in FILE that is absolute or does not resolve from FILE's directory
-bad_links() {
-  grep -o '](\([^)]*\))' "$1" | sed 's/^](//; s/)$//' | while read -r l; do
-    case $l in http://*|https://*) continue ;; /*) echo "$l (absolute)"; continue ;; esac
-    [ -e "$(dirname "$1")/$l" ] || echo "$l"
-  done
-}
+# bad_links FILE: every link or image target in FILE that is absolute or does not resolve
+# from FILE's directory, an in-page #anchor that is no heading of FILE (tests/check_links.py)
+bad_links() { "$PY" tests/check_links.py --no-abs "$1" 2>&1; }
 # tables_ok NAME FILE: no table wider than 7 columns, every linked file there
 tables_ok() {
   local w; w=$(widest_table "$2")

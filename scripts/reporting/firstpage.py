@@ -146,6 +146,11 @@ def seconds_to_target(inp, program):
     return best
 
 
+def secs(t):
+    """seconds to target: one decimal from 1 s, three significant digits below"""
+    return f"{t:.1f}" if t >= 1 else f"{t:.3g}"
+
+
 def anchor(heading):
     """GitHub's anchor of a markdown heading"""
     t = re.sub(r"[^\w\- ]", "", heading.lstrip("#").strip().lower())
@@ -186,7 +191,7 @@ def firstpage(d, machine, headings, compare=None):
         tta = seconds_to_target(i, "serial")
         rows.append(("serial", f"{ser_any.variant}, batch {ser_any.batch}", "1.00×", "–",
                      x(torch.epoch / ser_any.epoch) if torch else "no PyTorch run at this batch",
-                     f"{tta[0]:.3g} s (≥ {tta[1]}%, batch {tta[2]})" if tta else "not measured"))
+                     f"{secs(tta[0])} s (≥ {tta[1]}%, batch {tta[2]})" if tta else "not measured"))
     for fam, p in pts.items():
         w, sp, bound, a = max(p["points"], key=lambda q: q[1])
         best_of[fam] = (w, sp, bound, a, p)
@@ -196,7 +201,7 @@ def firstpage(d, machine, headings, compare=None):
         rows.append((fam, f"{config_label(a)}, batch {a.batch}", x(sp),
                      f"{fraction:.2f} (bound {bound:.2f}×)" if fraction else "not measured",
                      x(torch.epoch / a.epoch) if torch else "no PyTorch run at this batch",
-                     f"{tta[0]:.3g} s (≥ {tta[1]}%, batch {tta[2]})" if tta else "not measured"))
+                     f"{secs(tta[0])} s (≥ {tta[1]}%, batch {tta[2]})" if tta else "not measured"))
     d.add("### The best configuration per strategy", "")
     if rows:
         d.table(["strategy", "configuration", "speedup over serial", "fraction of the core bound",
