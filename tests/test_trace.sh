@@ -55,6 +55,31 @@ traced() {
 }
 
 traced "serial" 1 1 0 serial/serial
+# the checker itself, on that serial trace altered: a part left unmarked in every step fails,
+# preemption-like gaps at a different place in 12 of 16 steps pass
+cp "$TMP/t.json" "$TMP/serial.json"
+alter() {  # alter OUT EVERY: shift each chosen step's span begin 10 % of its step later
+  $PY -c '
+import json, sys
+doc = json.load(open(sys.argv[1])); every = sys.argv[3] == "every"
+ev = [e for e in doc["traceEvents"] if e["ph"] == "X"]
+steps = sorted((e for e in ev if e["cat"] == "step"), key=lambda e: e["ts"])
+names = ["forward L1", "backward L3", "backward L2", "backward L1"]
+for n, s in enumerate(steps[:16] if every else steps[:12]):
+    want = "forward L1" if every else names[n % 4]
+    for e in ev:
+        if e["cat"] != "step" and e["name"] == want and (e["args"]["epoch"], e["args"]["step"]) == (s["args"]["epoch"], s["args"]["step"]):
+            cut = min(0.1 * s["dur"], e["dur"]); e["ts"] += cut; e["dur"] -= cut
+open(sys.argv[2], "w").write(json.dumps(doc, separators=(",", ":")))' "$TMP/serial.json" "$1" "$2"
+}
+alter "$TMP/unmarked.json" every
+verdict=$($PY tests/check_trace.py "$TMP/unmarked.json" 1 1 2>&1)
+check "check_trace: a part unmarked in every step is found ($(echo "$verdict" | head -n 1))" "$verdict" \
+  [ "${verdict#*unmarked time}" != "$verdict" ]
+alter "$TMP/preempted.json" scattered
+verdict=$($PY tests/check_trace.py "$TMP/preempted.json" 1 1 2>&1)
+check "check_trace: gaps at a different place in 12 of 16 steps pass ($(echo "$verdict" | head -n 1))" "$verdict" \
+  [ "${verdict#ok:}" != "$verdict" ]
 traced "openmp critical T=2" 1 2 0 openmp/openmp --threads 2 --accum critical
 traced "openmp reduction T=2" 1 2 0 openmp/openmp --threads 2 --accum reduction
 if [ -x cuda/cuda-emu ]; then
