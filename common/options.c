@@ -69,6 +69,7 @@ void options_defaults(train_options *o) {
     o->lr_base_batch = 64;
     o->csv = "results/runs.csv";
     o->trace_steps = 1000;
+    o->trace_from = 0;
 }
 
 const char *options_value(const char *prog, int argc, char **argv, int *i) {
@@ -188,6 +189,8 @@ int options_parse_common(train_options *o, const char *prog, int argc, char **ar
         if (!*o->trace) options_die(prog, "--trace: empty file name");
     } else if (!strcmp(a, "--trace-steps"))
         o->trace_steps = options_long(prog, a, options_value(prog, argc, argv, i), 1, 100000000);
+    else if (!strcmp(a, "--trace-from"))
+        o->trace_from = options_long(prog, a, options_value(prog, argc, argv, i), 0, 1000000000);
     else if (!strcmp(a, "--warmup-epochs"))
         o->warmup_epochs = (int)options_long(prog, a, options_value(prog, argc, argv, i), 0, 100000);
     else return 0;
@@ -218,7 +221,9 @@ void options_usage_common(void) {
         "  --predict K           show K test images as ASCII art with predictions [0]\n"
         "  --quiet               no per-epoch progress lines\n"
         "  --trace FILE          write a timeline of the run (Chrome trace JSON: Perfetto) [off]\n"
-        "  --trace-steps N       the first N training steps in the timeline [1000]\n"
+        "  --trace-steps N       N training steps in the timeline [1000]\n"
+        "  --trace-from K        the timeline's first step, counted from 0 over the run; K = the\n"
+        "                        steps of an epoch traces a warm epoch 2 [0]\n"
         "Checkpoints:\n"
         "  --checkpoint FILE     save the run's state to FILE after every N epochs and the last\n"
         "  --checkpoint-every N  [1]\n"

@@ -40,7 +40,8 @@ typedef struct train_options_s {
     long lr_base_batch;        /* --lr-base-batch B0 [64]: linear scaling's lr x batch / B0 */
     int warmup_epochs;         /* --warmup-epochs W [0]: ramp --lr to the scaled rate */
     const char *trace;         /* --trace FILE: Chrome trace-event timeline of the run (trace.h) */
-    long trace_steps;          /* --trace-steps N [1000]: the first N training steps traced */
+    long trace_steps;          /* --trace-steps N [1000]: N training steps traced */
+    long trace_from;           /* --trace-from K [0]: the first traced step (0: the run's first) */
 } train_options;
 
 void options_defaults(train_options *o);

@@ -11,8 +11,9 @@
  * Off (no --trace): a mark costs one predictable branch at its begin and one at its end
  * (its name is not even formed) and nothing is recorded.
  * On: a mark is two clock reads and one store into the calling thread's buffer
- * (preallocated for --trace-steps steps, grown if needed); the first --trace-steps steps
- * are recorded, plus every epoch-level span. The file is written once, at the end, by
+ * (preallocated for --trace-steps steps, grown if needed); --trace-steps steps from step
+ * --trace-from (0: the run's first; the steps of an epoch: epoch 2's first, warm caches) are
+ * recorded, plus every epoch-level span. The file is written once, at the end, by
  * trace_finish() (one process) or common/trace_mpi.h's trace_finish_mpi() (rank 0, after
  * gathering every rank's events), atomically: a private temporary file, then rename.
  *
@@ -64,7 +65,7 @@ static struct {
     int slow;                   /* this rank runs PARTRAIN_SLOW_RANK's spin */
     long slow_us;
     int epoch, step;            /* the args of the marks now (step -1: epoch-level) */
-    long steps_begun, steps_max;
+    long steps_begun, steps_from, steps_max;   /* traced: steps_from <= step < steps_from + steps_max */
     int threads, rank;
     double t0;                  /* the clock's zero: after set-up (MPI: a barrier's exit) */
     trace_buffer *buf;          /* one per OpenMP thread */
@@ -227,6 +228,7 @@ static inline int trace_open(const train_options *o, int threads, int rank, long
     trace_layer_init();
     trace_state.threads = threads;
     trace_state.steps_max = o->trace_steps;
+    trace_state.steps_from = o->trace_from;
     trace_state.buf = (trace_buffer *)calloc((size_t)threads, sizeof(trace_buffer));
     if (!trace_state.buf) { snprintf(err, errlen, "--trace: out of memory"); return -1; }
     long cap = o->trace_steps * events_per_step + 256;
@@ -262,7 +264,7 @@ static inline double trace_step_begin(int epoch) {
     long step = trace_state.steps_begun++;
     __atomic_store_n(&trace_state.epoch, epoch, __ATOMIC_RELAXED);
     __atomic_store_n(&trace_state.step, (int)step, __ATOMIC_RELAXED);
-    int active = trace_state.on && step < trace_state.steps_max;
+    int active = trace_state.on && step >= trace_state.steps_from && step - trace_state.steps_from < trace_state.steps_max;
     __atomic_store_n(&trace_state.active, active, __ATOMIC_RELAXED);
     double t = active ? timer_now() : 0.0;
     if (trace_state.slow) {
@@ -322,11 +324,13 @@ static inline char *trace_events_json(size_t *len) {
 /* The top of the file: signature and otherData (program, variant, ranks, threads, ...) */
 static inline int trace_header(char *s, size_t cap, const char *program, const char *variant, int ranks,
                                const train_options *o) {
-    long traced = trace_state.steps_begun < trace_state.steps_max ? trace_state.steps_begun : trace_state.steps_max;
+    long traced = trace_state.steps_begun - trace_state.steps_from;
+    if (traced < 0) traced = 0;
+    if (traced > trace_state.steps_max) traced = trace_state.steps_max;
     return snprintf(s, cap, TRACE_SIGNATURE "\n\"otherData\":{\"program\":\"%s\",\"variant\":\"%s\",\"ranks\":%d,"
-                    "\"threads\":%d,\"batch\":%ld,\"epochs\":%d,\"steps_traced\":%ld,"
+                    "\"threads\":%d,\"batch\":%ld,\"epochs\":%d,\"first_step\":%ld,\"steps_traced\":%ld,"
                     "\"clock\":\"CLOCK_MONOTONIC from t0, a barrier exit\"},\n\"displayTimeUnit\":\"ms\",\n"
-                    "\"traceEvents\":[", program, variant, ranks, trace_state.threads, o->batch, o->epochs, traced);
+                    "\"traceEvents\":[", program, variant, ranks, trace_state.threads, o->batch, o->epochs, trace_state.steps_from, traced);
 }
 
 /* Writes header + events (events begin with ",": the first byte is skipped) to a private

@@ -407,7 +407,7 @@ tta_sweep() {
 }
 
 # --- trace --- (issue 32: where each strategy's step goes. One short run per strategy with
-# --trace, the first 50 steps traced; scripts/trace_summary.py's per-rank numbers into
+# --trace: 2 epochs, 50 steps of epoch 2 traced (warm caches, no first-touch page faults); scripts/trace_summary.py's per-rank numbers into
 # trace-summary.csv; the figures, timeline-NAME.png, are the plots step's (scripts/plot.sh
 # draws them from DIR/traces alone, so make plots redraws them))
 TRACE_RUNS=(serial openmp-critical openmp-reduction mpi-allreduce mpi-reduce-bcast mpi-overlap pipeline hybrid)
@@ -442,12 +442,13 @@ trace_cmd() {
 trace_timelines() {
   have_data "$DATA" || return 3
   local name ok=0 traced=() more cmd=()
-  read -r -a more <<<"$(by_mode "" "--train 10000 --test 2000" "--train 1000 --test 500")"
+  local train; train=$(by_mode 10000 10000 1000)
+  local epoch_steps=$(( (train + 63) / 64 ))   # batch 64: epoch 2 begins at this step
   mkdir -p "$results/traces" || return 1
   for name in "${TRACE_RUNS[@]}"; do
     trace_cmd "$name" || continue
-    run_logged "${LOCKED[@]}" "${cmd[@]}" --data "$DATA" "${more[@]}" --batch 64 --epochs 1 --quiet --csv none \
-      --trace "$results/traces/$name.json" --trace-steps 50 || { ok=1; continue; }
+    run_logged "${LOCKED[@]}" "${cmd[@]}" --data "$DATA" --train "$train" --test 500 --batch 64 --epochs 2 --quiet \
+      --csv none --trace "$results/traces/$name.json" --trace-from "$epoch_steps" --trace-steps 50 || { ok=1; continue; }
     traced+=("$results/traces/$name.json")
   done
   [ ${#traced[@]} -gt 0 ] || { [ $ok = 0 ] && return 3; return 1; }

@@ -36,7 +36,7 @@ def main():
     if keys != ["partrain_trace", "otherData", "displayTimeUnit", "traceEvents"]:
         problems.append("top-level keys %s" % keys)
     other = doc.get("otherData", {})
-    for k in ("program", "variant", "ranks", "threads", "batch", "epochs", "steps_traced", "clock"):
+    for k in ("program", "variant", "ranks", "threads", "batch", "epochs", "first_step", "steps_traced", "clock"):
         if k not in other:
             problems.append("otherData lacks " + k)
     if other.get("ranks") != ranks or other.get("threads") != threads:
@@ -106,6 +106,9 @@ def main():
                                 % (r, sum(m for m, _ in unmarked), step_median))
                 problems.extend("rank %d: between %s and %s: median gap %.3f us" % (r, a, b, m)
                                 for m, (a, b) in unmarked[:3])
+    first = min((e["args"]["step"] for e in spans if e["cat"] == "step"), default=None)
+    if first is not None and first != other.get("first_step"):
+        problems.append("first_step %s, the first step span is step %s" % (other.get("first_step"), first))
     if other.get("steps_traced") != steps_per_rank.get(0):
         problems.append("steps_traced %s, rank 0 has %s step spans" % (other.get("steps_traced"), steps_per_rank.get(0)))
     if problems:

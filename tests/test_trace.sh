@@ -103,6 +103,12 @@ serial/serial "${CONF[@]}" --csv none --trace "$TMP/t5.json" --trace-steps 5 >/d
 check "--trace-steps 5 traces 5 steps" "$($PY tests/check_trace.py "$TMP/t5.json" 1 1)" \
   $PY -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(not (d["otherData"]["steps_traced"] == 5 and
 sum(e.get("cat") == "step" for e in d["traceEvents"]) == 5))' "$TMP/t5.json"
+# --trace-from 16 --trace-steps 5 over 2 epochs of 16 steps: steps 16..20, all of epoch 2
+serial/serial "${CONF[@]}" --epochs 2 --csv none --trace "$TMP/w.json" --trace-from 16 --trace-steps 5 >/dev/null 2>&1
+check "--trace-from 16 --trace-steps 5: epoch 2's steps 16-20 ($($PY tests/check_trace.py "$TMP/w.json" 1 1))" "" \
+  $PY -c 'import json,sys; d=json.load(open(sys.argv[1])); st=[e for e in d["traceEvents"] if e.get("cat") == "step"]
+sys.exit(not (d["otherData"]["first_step"] == 16 and d["otherData"]["steps_traced"] == 5 and
+sorted(e["args"]["step"] for e in st) == list(range(16, 21)) and all(e["args"]["epoch"] == 2 for e in st)))' "$TMP/w.json"
 # a trace this suite wrote may be replaced
 serial/serial "${CONF[@]}" --csv none --trace "$TMP/t5.json" --trace-steps 3 >/dev/null 2>&1
 check "an existing trace is replaced" "" $PY -c 'import json,sys; sys.exit(json.load(open(sys.argv[1]))["otherData"]["steps_traced"] != 3)' "$TMP/t5.json"
@@ -137,6 +143,7 @@ expect_error "--trace an existing file that is not a trace" "not a partrain trac
 check "--trace a foreign file: untouched" "" [ "$(cat "$TMP/foreign.json")" = '{"someone":"else"}' ]
 expect_error "--trace-steps 0" "trace-steps" serial/serial "${CONF[@]}" --trace "$TMP/n.json" --trace-steps 0
 expect_error "--trace-steps junk" "trace-steps" serial/serial "${CONF[@]}" --trace "$TMP/n.json" --trace-steps 5x
+expect_error "--trace-from -1" "trace-from" serial/serial "${CONF[@]}" --trace "$TMP/n.json" --trace-from -1
 expect_error "--trace into a missing directory" "does not exist" serial/serial "${CONF[@]}" --trace "$TMP/no/such/t.json"
 expect_error "openmp: --trace a symbolic link" "symbolic link" openmp/openmp --threads 2 "${CONF[@]}" --trace "$TMP/link.json"
 if [ $have_mpi = 1 ]; then
