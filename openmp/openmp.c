@@ -625,15 +625,11 @@ static void gather_team(const dataset *d, const uint32_t *idx, int rows, float *
     }
 }
 
-/* loop: ask for the rows that gather_team() will copy for thread t, a phase early: the
- * samples are scattered over the whole training set, so each row is a trip to DRAM. */
+/* loop, model: ask for the rows that gather_team() will copy for thread t, a phase early */
 static void prefetch_team(const dataset *d, const uint32_t *idx, int rows, int t, int T) {
     long lo, hi;
     split_units(rows, t, T, 1, &lo, &hi);
-    for (long r = lo; r < hi; r++) {
-        const char *row = (const char *)(d->x + (size_t)idx[r] * d->features);
-        for (size_t b = 0; b < sizeof(float) * (size_t)d->features; b += 64) __builtin_prefetch(row + b, 0, 2);
-    }
+    prefetch_batch(d, idx + lo, (int)(hi - lo));
 }
 
 /* Loop-level step, called by every thread; one copy of the model and the activations,

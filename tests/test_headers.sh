@@ -44,4 +44,14 @@ for f in "${TRAINERS[@]}"; do
   [[ $line == mpicc* ]] && [ $have_mpicc = 0 ] && { skip "$f: Compile: line builds" "$MPICC not found"; continue; }
   check "$f: its Compile: line builds it ($line)" "$(head -n 3 "$TMP/c-$n.err" 2>/dev/null)" [ -x "$TMP/bin-$n" ]
 done
+
+# the next batch's prefetch (common/data.h) survives the optimiser: GCC once deleted the
+# whole call as pure, and openmp's binary held no prefetch instruction
+if [ "$(uname -m)" = x86_64 ] && command -v objdump >/dev/null; then
+  for n in serial openmp; do
+    [ -x "$TMP/bin-$n" ] || continue
+    check "$n: its -O3 build keeps the next batch's prefetch (prefetcht* in objdump)" "" \
+      bash -c 'objdump -d "$1" | grep -q prefetcht' _ "$TMP/bin-$n"
+  done
+else skip "the prefetch survives the optimiser" "not x86-64 or objdump missing (apt-get install binutils)"; fi
 finish
