@@ -24,6 +24,11 @@
 # Settings, the same everywhere (under srun as OMPI_MCA_* variables, as mpirun's --mca):
 #   OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1   OpenMPI refuses root otherwise
 #   pml ob1          skips probing the UCX/OFI stacks: ~150 ms start-up, not ~370 ms
+#   btl_vader_single_copy_mechanism none, btl_vader_max_send_size 131072
+#                    ranks on one host copy through shared-memory buffers in 128 KB
+#                    fragments instead of CMA (process_vm_readv, a system call per
+#                    message): the gradient's allreduce 1.5-3x faster on this VM
+#                    (docs/NOTES.md); unless MPIRUN_ARGS or an OMPI_MCA_* variable sets them
 #   more ranks per host than its cores (P > this machine's cores; with --hostfile, P > the
 #   file's slots; under srun, ranks per node > the allocation's CPUs per node):
 #                    --oversubscribe (srun: --overcommit) and mpi_yield_when_idle 1, which lets
@@ -98,9 +103,17 @@ if [ -n "${SLURM_JOB_ID:-}" ]; then
   hostfile=""   # the allocation's nodes are the hosts
 fi
 
+# the shared-memory transport's settings (KEY VALUE pairs), each unless already set
+vader=()
+for kv in "btl_vader_single_copy_mechanism none" "btl_vader_max_send_size 131072"; do
+  key=${kv% *} var=OMPI_MCA_${kv% *}
+  [[ " ${MPIRUN_ARGS:-} " == *" $key "* ]] || [ -n "${!var:-}" ] || vader+=("$key" "${kv#* }")
+done
+
 if [ $launcher = srun ]; then
   command -v "$srun" >/dev/null || usage "$srun not found (apt-get install slurm-client)"
   env=(OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_pml=ob1)
+  for ((i = 0; i < ${#vader[@]}; i += 2)); do env+=("OMPI_MCA_${vader[i]}=${vader[i + 1]}"); done
   nodes=${SLURM_JOB_NUM_NODES:-${SLURM_NNODES:-1}}
   cores=${SLURM_JOB_CPUS_PER_NODE:-${SLURM_CPUS_ON_NODE:-$(nproc 2>/dev/null || echo 1)}}
   cores=${cores%%[(,]*}   # "4(x3),2": the first node's CPUs
@@ -135,7 +148,9 @@ fi
 
 mpirun=${MPIRUN:-mpirun}
 command -v "$mpirun" >/dev/null || usage "$mpirun not found (apt-get install openmpi-bin)"
-args=(--mca pml ob1 -np "$p")
+args=(--mca pml ob1)
+for ((i = 0; i < ${#vader[@]}; i += 2)); do args+=(--mca "${vader[i]}" "${vader[i + 1]}"); done
+args+=(-np "$p")
 if [ -n "$hostfile" ]; then
   [ -f "$hostfile" ] && [ -r "$hostfile" ] || usage "hostfile '$hostfile' not found or not readable"
   # the slots the file offers ("slots=N"; a host without it counts as 1)

@@ -43,10 +43,10 @@ CONF=(--data "$DATA" --train 1202 --batch 60 --epochs 2)   # 21 steps per epoch
 printf 'localhost slots=2\n' >"$TMP/hosts"
 out=$(env -u SLURM_JOB_ID scripts/mpirun.sh --dry-run --hostfile "$TMP/hosts" 2 mpi/mpi --epochs 1)
 check "--hostfile, P = slots: mpirun --hostfile without --oversubscribe" "$out" \
-  [ "$out" = "mpirun --mca pml ob1 -np 2 --hostfile $TMP/hosts mpi/mpi --epochs 1" ]
+  [ "$out" = "mpirun --mca pml ob1 --mca btl_vader_single_copy_mechanism none --mca btl_vader_max_send_size 131072 -np 2 --hostfile $TMP/hosts mpi/mpi --epochs 1" ]
 out=$(env -u SLURM_JOB_ID PARTRAIN_HOSTFILE="$TMP/hosts" scripts/mpirun.sh --dry-run --bind-to-none 3 x)
 check "PARTRAIN_HOSTFILE, P > slots: --oversubscribe --mca mpi_yield_when_idle 1" "$out" \
-  [ "$out" = "mpirun --mca pml ob1 -np 3 --hostfile $TMP/hosts --oversubscribe --mca mpi_yield_when_idle 1 --bind-to none x" ]
+  [ "$out" = "mpirun --mca pml ob1 --mca btl_vader_single_copy_mechanism none --mca btl_vader_max_send_size 131072 -np 3 --hostfile $TMP/hosts --oversubscribe --mca mpi_yield_when_idle 1 --bind-to none x" ]
 expect_error "--hostfile of a missing file: clear error" "hostfile '/nonexistent' not found" \
   env -u SLURM_JOB_ID scripts/mpirun.sh --dry-run --hostfile /nonexistent 2 x
 # inside an allocation (its variables set by hand; a stand-in srun that has the pmix plugin)
@@ -55,12 +55,12 @@ chmod +x "$TMP/srun"
 alloc=(env -u OMPI_MCA_mpi_yield_when_idle SLURM_JOB_ID=1 SLURM_JOB_NUM_NODES=3 SLURM_JOB_CPUS_PER_NODE="1(x3)" SRUN="$TMP/srun")
 out=$("${alloc[@]}" scripts/mpirun.sh --dry-run --hostfile "$TMP/hosts" 3 mpi/mpi)
 check "in an allocation: srun --mpi=pmix, the hostfile ignored" "$out" \
-  [ "$out" = "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_pml=ob1 $TMP/srun --mpi=pmix --kill-on-bad-exit=1 -N 3 -n 3 mpi/mpi" ]
+  [ "$out" = "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_pml=ob1 OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_btl_vader_max_send_size=131072 $TMP/srun --mpi=pmix --kill-on-bad-exit=1 -N 3 -n 3 mpi/mpi" ]
 out=$("${alloc[@]}" MPIRUN_ARGS="--mca btl_tcp_if_include eth0" scripts/mpirun.sh --dry-run --bind-to-none 6 h)
 check "in an allocation, 2 ranks per 1-CPU node, threaded: --overcommit, yield, --cpu-bind=none, MPIRUN_ARGS as OMPI_MCA_*" "$out" \
-  [ "$out" = "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_pml=ob1 OMPI_MCA_mpi_yield_when_idle=1 OMPI_MCA_btl_tcp_if_include=eth0 $TMP/srun --mpi=pmix --kill-on-bad-exit=1 -N 3 -n 6 --overcommit --cpu-bind=none h" ]
+  [ "$out" = "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_pml=ob1 OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_btl_vader_max_send_size=131072 OMPI_MCA_mpi_yield_when_idle=1 OMPI_MCA_btl_tcp_if_include=eth0 $TMP/srun --mpi=pmix --kill-on-bad-exit=1 -N 3 -n 6 --overcommit --cpu-bind=none h" ]
 out=$("${alloc[@]}" PARTRAIN_LAUNCHER=mpirun scripts/mpirun.sh --dry-run 2 h)
-check "in an allocation, PARTRAIN_LAUNCHER=mpirun: mpirun (it reads the allocation)" "$out" [ "$out" = "mpirun --mca pml ob1 -np 2 h" ]
+check "in an allocation, PARTRAIN_LAUNCHER=mpirun: mpirun (it reads the allocation)" "$out" [ "$out" = "mpirun --mca pml ob1 --mca btl_vader_single_copy_mechanism none --mca btl_vader_max_send_size 131072 -np 2 h" ]
 expect_error "MPIRUN_ARGS other than --mca under srun: clear error" "only '--mca KEY VALUE'" \
   env "${alloc[@]:1}" MPIRUN_ARGS="--map-by node" scripts/mpirun.sh --dry-run 2 h
 # a real (not --dry-run) launch through a stand-in srun on PATH that records its arguments and
