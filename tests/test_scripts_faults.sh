@@ -34,6 +34,18 @@ one_line_exit2() {   # NAME KEY COMMAND...: exit 2, one stderr line with KEY, no
 }
 
 # ---- 1. ranges
+# bench/serial-peak.sh (issue 32): bad input, then one small round on this core
+one_line_exit2 "serial-peak --rounds 0 refused" "--rounds" bench/serial-peak.sh --rounds 0 --csv "$TMP/bad/p.csv"
+echo "someone,else" >"$TMP/foreign.csv"
+one_line_exit2 "serial-peak --csv a foreign file refused" "not this benchmark" bench/serial-peak.sh --csv "$TMP/foreign.csv"
+check "serial-peak: the foreign CSV untouched" "" [ "$(cat "$TMP/foreign.csv")" = "someone,else" ]
+if grep -qw avx512f /proc/cpuinfo && [ -d data/mnist ]; then
+  out=$(timeout 300 bench/serial-peak.sh --rounds 1 --epochs 2 --train-112 128 --data data/mnist --csv "$TMP/peak.csv" 2>&1); rc=$?
+  frac=$(sed -n 's/^serial-peak: median over 1 rounds: batch 64 \([0-9.]*\) % of the peak.*/\1/p' <<<"$out")
+  check "serial-peak: one round (exit 0, 3 runs in the CSV, batch 64 at ${frac:-?} % of the peak: between 1 and 150)" \
+    "exit $rc: $(tail -n 3 <<<"$out")" eval '[ $rc = 0 ] && [ "$(wc -l <"$TMP/peak.csv")" = 4 ] &&
+      awk -v f="$frac" "BEGIN { exit !(f != \"\" && f + 0 >= 1 && f + 0 <= 150) }"'
+else skip "serial-peak: one round" "no AVX-512 (bench/fma-peak.c needs it) or data/mnist missing (make data)"; fi
 one_line_exit2 "run_all --cores 999999 refused" "at most 256" ./run_all.sh --smoke --no-setup --cores 999999 --results "$TMP/bad"
 one_line_exit2 "run_all --cores 300 refused" "at most 256" ./run_all.sh --smoke --no-setup --cores 300 --results "$TMP/bad"
 one_line_exit2 "run_all --cores 10^20 refused" "at most 256" ./run_all.sh --smoke --no-setup --cores 100000000000000000000 --results "$TMP/bad"

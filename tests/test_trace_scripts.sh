@@ -179,4 +179,22 @@ else
   check "real 2-rank mpi/mpi run, PARTRAIN_SLOW_RANK=1:2000: the summary names rank 1" \
     "exit $rc ($(tail -n 1 "$TMP/real.out")): $(tail -n 1 <<<"$got")" eval '[ $rc = 0 ] && grep -q "^waited for: rank 1 (" <<<"$got"'
 fi
+# ---- bench/trace-pair.sh: bad inputs, then a real pair whose before side is slowed
+expect_error "trace-pair: no --name" "--name" bench/trace-pair.sh --before-env A=1 -- serial/serial
+expect_error "trace-pair: nothing differs" "nothing differs" bench/trace-pair.sh --name p -- serial/serial
+expect_error "trace-pair: no trainer in LAUNCH" "none of the trainers" bench/trace-pair.sh --name p --before-env A=1 -- true
+expect_error "trace-pair: --before-env not K=V" "not K=V" bench/trace-pair.sh --name p --before-env "x" -- serial/serial
+mkdir -p "$TMP/pairs" && echo '{"mine":1}' >"$TMP/pairs/p-before.json"
+expect_error "trace-pair: an existing file that is not a trace" "not a partrain trace" \
+  bench/trace-pair.sh --name p --out "$TMP/pairs" --before-env A=1 -- serial/serial
+check "trace-pair: the foreign file untouched" "" [ "$(cat "$TMP/pairs/p-before.json")" = '{"mine":1}' ]
+rm -f "$TMP/pairs/p-before.json"
+timeout $((120 * SLOWDOWN)) bench/trace-pair.sh --name p --out "$TMP/pairs" --data data/mnist --train 640 \
+  --before-env "PARTRAIN_SLOW_RANK=0:400" -- serial/serial >"$TMP/pair.out" 2>&1; rc=$?
+steps=$(awk '/^rank +step us/ { getline; print $2 }' "$TMP/pair.out" | paste -sd' ')
+check "trace-pair: a real pair (exit 0, two traces, two figures)" "exit $rc: $(tail -n 3 "$TMP/pair.out")" \
+  eval '[ $rc = 0 ] && [ -s "$TMP/pairs/timeline-p-before.png" ] && [ -s "$TMP/pairs/timeline-p-after.png" ] &&
+        "$PY" tests/check_trace.py "$TMP/pairs/p-before.json" 1 1 >/dev/null && "$PY" tests/check_trace.py "$TMP/pairs/p-after.json" 1 1 >/dev/null'
+check "trace-pair: only the before side got --before-env (steps $steps us: before >= after + 300)" "$steps" \
+  awk -v s="$steps" 'BEGIN { split(s, a, " "); exit !(a[1] >= a[2] + 300) }'
 finish
