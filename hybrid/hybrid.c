@@ -6,7 +6,8 @@
  * each rank part into T thread slices; thread t of rank r computes serial's gradient
  * sums on its slice into its own buffer. Per step:
  *   1. threads -> rank: thread t sums its parameter slice over the threads' buffers in
- *      thread order (a fixed order: bit-identical reruns);
+ *      thread order (a fixed order: bit-identical reruns); one thread: no sum, its
+ *      buffer becomes the rank's;
  *   2. rank -> ranks: the master thread alone calls MPI (--sync): allreduce (every rank
  *      then updates), reduce-bcast (rank 0 updates, then broadcasts the parameters) or
  *      hierarchical (common/mpi_util.h's hier_allreduce(): MPI_Reduce within each node,
@@ -386,7 +387,12 @@ static void train_step(mlp *m, work *ws, thread_stats *st, const dataset *d, con
     for (int u = 0; u < active; u++) g[u] = ws[u].grad;
     float scale = -lr / (float)batch_rows;
     team_barrier(st);                              /* every thread's gradient is complete */
-    TRACE(TRACE_COMM, "thread sum") reduce_threads(m, g, active, &s);
+    if (T == 1 && active == 1) {                   /* one thread: its gradient is the rank's (a sum of */
+        float *spare = m->grad;                    /* one buffer is a copy), so the two buffers swap roles */
+        m->grad = w->grad;                         /* (both have zero padding; the thread's is written */
+        w->grad = spare;                           /* whole by every backward) */
+    } else
+        TRACE(TRACE_COMM, "thread sum") reduce_threads(m, g, active, &s);
     team_barrier(st);                              /* the rank's gradient is complete */
 #pragma omp master
     exchange_gradients(m);
