@@ -27,8 +27,8 @@
 #   btl_vader_single_copy_mechanism none, btl_vader_max_send_size 131072
 #                    ranks on one host copy through shared-memory buffers in 128 KB
 #                    fragments instead of CMA (process_vm_readv, a system call per
-#                    message): the gradient's allreduce 1.5-3x faster on this VM
-#                    (docs/NOTES.md); unless MPIRUN_ARGS or an OMPI_MCA_* variable sets them
+#                    message), faster at every gradient size measured (docs/NOTES.md 32);
+#                    unless MPIRUN_ARGS or an OMPI_MCA_* variable sets them
 #   more ranks per host than its cores (P > this machine's cores; with --hostfile, P > the
 #   file's slots; under srun, ranks per node > the allocation's CPUs per node):
 #                    --oversubscribe (srun: --overcommit) and mpi_yield_when_idle 1, which lets
