@@ -12,7 +12,7 @@
 #                   whose nodes are the hosts
 #   --dry-run       print the exact command (with its environment) instead of running it
 # Where it runs:
-#   outside Slurm   mpirun --mca pml ob1 -np P [--hostfile FILE] COMMAND
+#   outside Slurm   mpirun --mca pml ob1 --mca btl_vader_... -np P [--hostfile FILE] COMMAND
 #   in a Slurm allocation (SLURM_JOB_ID set): srun --mpi=pmix --kill-on-bad-exit=1 -N min(P,
 #                   nodes) -n P COMMAND (a failing rank ends the step, as under mpirun; Debian's OpenMPI
 #                   4.1 starts under Slurm's pmix plugin; --mpi=pmi2 does not), or mpirun
