@@ -76,8 +76,8 @@ static inline void gather_batch(const dataset *d, const uint32_t *idx, int rows,
  * scattered over the whole training set, so each row is a trip to DRAM that the
  * hardware cannot foresee; issued before a step's compute, the trips overlap it.
  * The empty volatile asm keeps the call: GCC counts a prefetch as no side effect, finds
- * the whole function pure and deletes the call at -O1 and above (objdump showed no
- * prefetch instruction in four of the six trainers). */
+ * the whole function pure and deletes the call at -O1 and above (tests/test_headers.sh
+ * checks the builds for prefetch instructions). */
 static inline void prefetch_batch(const dataset *d, const uint32_t *idx, int rows) {
     size_t bytes = sizeof(float) * (size_t)d->features;
     for (int r = 0; r < rows; r++) {
@@ -86,9 +86,6 @@ static inline void prefetch_batch(const dataset *d, const uint32_t *idx, int row
     }
     __asm__ __volatile__("" ::: "memory");
 }
-
-/* The rows of the batch that starts at sample `start` of an epoch of n samples */
-static inline int batch_rows(long n, long start, long batch) { return (int)(n - start < batch ? n - start : batch); }
 
 /* --predict K: the first K test images as ASCII art, with the predicted and true label */
 static inline void print_predictions(const dataset *d, const unsigned char *pred, int k) {

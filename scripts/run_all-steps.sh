@@ -407,9 +407,10 @@ tta_sweep() {
 }
 
 # --- trace --- (issue 32: where each strategy's step goes. One short run per strategy with
-# --trace: 2 epochs, 50 steps of epoch 2 traced (warm caches, no first-touch page faults); scripts/trace_summary.py's per-rank numbers into
-# trace-summary.csv; the figures, timeline-NAME.png, are the plots step's (scripts/plot.sh
-# draws them from DIR/traces alone, so make plots redraws them))
+# --trace: 2 epochs, 50 steps of epoch 2 traced (warm caches, no first-touch page
+# faults); scripts/trace_summary.py's per-rank numbers into trace-summary.csv; the
+# figures, timeline-NAME.png, are the plots step's (scripts/plot.sh draws them from
+# DIR/traces alone, so make plots redraws them))
 TRACE_RUNS=(serial openmp-critical openmp-reduction mpi-allreduce mpi-reduce-bcast mpi-overlap pipeline hybrid)
 TRACE_T=$C; [ "$TRACE_T" -le $((2 * REAL_CORES)) ] || TRACE_T=$((2 * REAL_CORES))   # threads: C, at most 2x the real cores
 TRACE_STAGES=$C; [ "$TRACE_STAGES" -le 3 ] || TRACE_STAGES=3       # the pipeline: one stage per layer at most

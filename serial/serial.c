@@ -311,9 +311,10 @@ int main(int argc, char **argv) {
             double t_step = trace_step_begin(epoch);
             int rows = (int)(train_n - start < o->batch ? train_n - start : o->batch);
             TRACE(TRACE_DATA, "batch") gather_batch(&train, order + start, rows, m.act[0], batch_y);
-            if (start + o->batch < train_n)   /* the next batch's rows, fetched while this step computes */
-                TRACE(TRACE_DATA, "prefetch") prefetch_batch(&train, order + start + o->batch,
-                                                             batch_rows(train_n, start + o->batch, o->batch));
+            long next = start + o->batch;     /* the next batch's rows, fetched while this step computes */
+            if (next < train_n)
+                TRACE(TRACE_DATA, "prefetch") prefetch_batch(&train, order + next,
+                                                             (int)(train_n - next < o->batch ? train_n - next : o->batch));
             loss_sum += train_step(&m, batch_y, rows, lr_at(o, epoch, start / o->batch, steps_per_epoch(o, train_n)),
                                    &correct);
             trace_step_end(t_step);
