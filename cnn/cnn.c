@@ -192,6 +192,8 @@ typedef struct {
     float *WdT;                   /* Wd transposed, [features][10], for the forward product */
     /* work buffers, sized for max_rows samples */
     int max_rows;
+    float *images;                /* rows x S * S: the samples as floats (common/data.h), the
+                                     convolutions' input */
     float *pooled;                /* rows x prow: pooled ReLU(conv), the dense layer's input */
     unsigned char *arg;           /* rows x arow: argmax of each 2x2 window, 0..3 row-major */
     float *logits;                /* rows x 10, then dL/dlogits */
@@ -236,6 +238,7 @@ static int cnn_init(cnn *m, int side, int filters, uint64_t seed, int max_rows, 
     prng_init_dense(m->WdT, m->features, CLASSES, 2, 1, seed); /* Xavier-uniform, [in][out] */
     transpose(m->WdT, m->features, CLASSES, m->Wd, m->features);
     long rf = (long)max_rows * m->prow, ra = ((long)max_rows * m->arow + 64 + 63) / 64 * 64;
+    m->images = alloc_floats((long)max_rows * side * side);
     m->pooled = alloc_floats(rf);
     m->arg = aligned_alloc(64, (size_t)ra);     /* + 64: the backward's whole 16-byte loads */
     m->logits = alloc_floats((long)max_rows * CLASSES);
@@ -244,14 +247,14 @@ static int cnn_init(cnn *m, int side, int filters, uint64_t seed, int max_rows, 
     m->slot_sum = alloc_floats((long)F * SLOT);
     if (threads > 1 && !(m->parts = alloc_floats((long)(threads - 1) * m->params_alloc))) return -1;
     m->loss_row = malloc(sizeof(double) * (size_t)max_rows);
-    if (!m->pooled || !m->arg || !m->logits || !m->dpool || !m->slot || !m->slot_sum || !m->loss_row)
+    if (!m->images || !m->pooled || !m->arg || !m->logits || !m->dpool || !m->slot || !m->slot_sum || !m->loss_row)
         return -1;
     memset(m->arg, 0, (size_t)ra);
     return 0;
 }
 
 static void cnn_free(cnn *m) {
-    free(m->params); free(m->grad); free(m->WdT); free(m->pooled); free(m->arg);
+    free(m->params); free(m->grad); free(m->WdT); free(m->images); free(m->pooled); free(m->arg);
     free(m->logits); free(m->dpool); free(m->slot); free(m->slot_sum); free(m->parts); free(m->loss_row);
 }
 
@@ -473,16 +476,19 @@ static void conv_pool_forward(cnn *m, const float *base, const uint32_t *idx, in
         }
 }
 
-/* conv + ReLU + pool of samples [r0, r1), every filter, in the calling thread: the same
- * (sample x filter) iterations as conv_pool_forward, a thread's block of whole samples */
-static void conv_pool_forward_rows(cnn *m, const float *base, const uint32_t *idx, long r0, long r1) {
+/* conv + ReLU + pool of samples [r0, r1) of the step (sample b is d's idx[b]), every
+ * filter, in the calling thread: the same (sample x filter) iterations as
+ * conv_pool_forward, a thread's block of whole samples. Each sample is first converted
+ * into images (the backward reads it there); the next one is fetched meanwhile. */
+static void conv_pool_forward_rows(cnn *m, const dataset *d, const uint32_t *idx, long r0, long r1) {
     int F = m->filters;
     long SS = (long)m->side * m->side;
     for (long b = r0; b < r1; b++) {
-        if (b + 1 < r1) prefetch_image(base + (idx ? (long)idx[b + 1] : b + 1) * SS, SS);
+        if (b + 1 < r1) prefetch_batch(d, idx + b + 1, 1);
+        float *img = m->images + b * SS;
+        dataset_rows(d, idx + b, 0, 1, img);
         for (int f = 0; f < F; f++)
-            conv_pool_forward_one(m, base + (idx ? (long)idx[b] : b) * SS, f, m->pooled + b * m->prow + f * m->fstride,
-                                  m->arg + b * m->arow + f * m->astride);
+            conv_pool_forward_one(m, img, f, m->pooled + b * m->prow + f * m->fstride, m->arg + b * m->arow + f * m->astride);
     }
 }
 
@@ -622,15 +628,15 @@ static void conv_backward_one(const cnn *m, const float *restrict img, const flo
 #endif
 
 /* The conv gradients of samples [r0, r1), one slot per (sample, filter), in the calling
- * thread (the samples it convolved in the forward pass). */
-static void conv_backward_rows(cnn *m, const float *base, const uint32_t *idx, long r0, long r1) {
+ * thread (the samples it convolved in the forward pass, their images still in images). */
+static void conv_backward_rows(cnn *m, long r0, long r1) {
     int F = m->filters;
     long SS = (long)m->side * m->side;
     for (long b = r0; b < r1; b++) {
-        if (b + 1 < r1) prefetch_image(base + (idx ? (long)idx[b + 1] : b + 1) * SS, SS);
+        if (b + 1 < r1) prefetch_image(m->images + (b + 1) * SS, SS);
         for (int f = 0; f < F; f++) {
             long fo = b * m->prow + (long)f * m->fstride;
-            conv_backward_one(m, base + (idx ? (long)idx[b] : b) * SS, m->pooled + fo, m->arg + b * m->arow + f * m->astride,
+            conv_backward_one(m, m->images + b * SS, m->pooled + fo, m->arg + b * m->arow + f * m->astride,
                               m->dpool + fo, m->slot + (b * F + f) * SLOT);
         }
     }
@@ -783,7 +789,7 @@ static int take_piece(sample_block *b, int from_front, int all, long *lo, long *
  * backward into each (sample, filter)'s slot. */
 static void sample_pass(cnn *m, thread_stats *st, const dataset *d, const uint32_t *idx, long r0, long r1) {
     double c0 = timer_now();
-    TRACE(TRACE_COMPUTE, "forward L1") conv_pool_forward_rows(m, d->x, idx, r0, r1);
+    TRACE(TRACE_COMPUTE, "forward L1") conv_pool_forward_rows(m, d, idx, r0, r1);
     double c1 = timer_now();
     TRACE(TRACE_COMPUTE, "forward L2") dense_forward(m, r0, r1);
     TRACE(TRACE_COMPUTE, "loss") for (long i = r0; i < r1; i++) {
@@ -792,7 +798,7 @@ static void sample_pass(cnn *m, thread_stats *st, const dataset *d, const uint32
     }
     TRACE(TRACE_COMPUTE, "backward L2") dense_backward_input(m, r0, r1);
     double c2 = timer_now();
-    TRACE(TRACE_COMPUTE, "backward L1") conv_backward_rows(m, d->x, idx, r0, r1);
+    TRACE(TRACE_COMPUTE, "backward L1") conv_backward_rows(m, r0, r1);
     st->conv_seconds += (c1 - c0) + (timer_now() - c2);
     st->conv_samples += r1 - r0;
 }
@@ -921,7 +927,9 @@ static long evaluate(cnn *m, thread_stats *st, int T, const dataset *d, unsigned
         for (long start = 0; start < d->n; start += EVAL_BATCH) {
             int rows = (int)(d->n - start < EVAL_BATCH ? d->n - start : EVAL_BATCH);
             if (t == 0) watchdog_beat();
-            conv_pool_forward(m, d->x + start * SS, NULL, rows);
+#pragma omp for schedule(static)
+            for (int b = 0; b < rows; b++) dataset_rows(d, NULL, start + b, 1, m->images + b * SS);
+            conv_pool_forward(m, m->images, NULL, rows);
             team_barrier(s);
             long r0, r1;
             split(rows, t, T, &r0, &r1);

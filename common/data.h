@@ -1,7 +1,8 @@
 /*
  * common/data.h — a run's data (header-only): the plan (counts and image side from the
  * IDX files' headers, the flags checked against them), loading it for one process, the
- * shards of n items over P parts, gathering a shuffled batch, and --predict's ASCII art.
+ * shards of n items over P parts, gathering a shuffled batch as floats, and --predict's
+ * ASCII art.
  * The IDX reader itself is common/idx.c; the memory check common/memcheck.h; the
  * data-parallel loader over MPI ranks common/sharded_data.h.
  */
@@ -20,7 +21,7 @@
 /* The sizes of a run's data, from the files' headers: counts and the image side, with
  * --train, --test, --batch full and --image-size applied and checked. A problem: one
  * line "prog: ..." on stderr, exit 2. */
-typedef struct { long train_n, test_n; int side; } data_plan;
+typedef struct { long train_n, test_n; int side, file_side; } data_plan;
 static inline void plan_data(const char *prog, train_options *o, data_plan *p) {
     char err[IDX_ERR_LEN];
     long train_avail, test_avail;
@@ -38,6 +39,7 @@ static inline void plan_data(const char *prog, train_options *o, data_plan *p) {
     p->train_n = o->train_n ? o->train_n : train_avail;
     p->test_n = o->test_n ? o->test_n : test_avail;
     p->side = o->image_size ? o->image_size : train_side;
+    p->file_side = train_side;
     if (o->batch_full) o->batch = p->train_n;
     if (o->batch > p->train_n) options_die(prog, "--batch %ld is larger than the %ld training samples", o->batch, p->train_n);
 }
@@ -63,13 +65,21 @@ static inline void shard(long n, int k, int parts, long *lo, long *count) {
     *count = base + (k < rem ? 1 : 0);
 }
 
+/* rows samples of d as floats into x (rows x features): sample idx[r], or first + r when
+ * idx is NULL. Bytes are converted (pixel_floats), resampled floats copied. */
+static inline void dataset_rows(const dataset *d, const uint32_t *idx, long first, int rows, float *x) {
+    size_t features = (size_t)d->features;
+    for (int r = 0; r < rows; r++) {
+        size_t s = idx ? idx[r] : (size_t)(first + r);
+        if (d->pixels) pixel_floats(d->pixels + s * features, (long)features, x + (size_t)r * features);
+        else memcpy(x + (size_t)r * features, d->x + s * features, sizeof(float) * features);
+    }
+}
+
 /* rows samples of d, in the order idx gives, into x (rows x features) and y */
 static inline void gather_batch(const dataset *d, const uint32_t *idx, int rows, float *x, unsigned char *y) {
-    size_t bytes = sizeof(float) * (size_t)d->features;
-    for (int r = 0; r < rows; r++) {
-        memcpy(x + (size_t)r * d->features, d->x + (size_t)idx[r] * d->features, bytes);
-        y[r] = d->y[idx[r]];
-    }
+    dataset_rows(d, idx, 0, rows, x);
+    for (int r = 0; r < rows; r++) y[r] = d->y[idx[r]];
 }
 
 /* Asks for the rows that gather_batch() will copy next, a step early: the samples are
@@ -79,9 +89,10 @@ static inline void gather_batch(const dataset *d, const uint32_t *idx, int rows,
  * the whole function pure and deletes the call at -O1 and above (tests/test_headers.sh
  * checks the builds for prefetch instructions). */
 static inline void prefetch_batch(const dataset *d, const uint32_t *idx, int rows) {
-    size_t bytes = sizeof(float) * (size_t)d->features;
+    size_t bytes = (d->pixels ? 1 : sizeof(float)) * (size_t)d->features;
+    const char *base = d->pixels ? (const char *)d->pixels : (const char *)d->x;
     for (int r = 0; r < rows; r++) {
-        const char *row = (const char *)(d->x + (size_t)idx[r] * d->features);
+        const char *row = base + (size_t)idx[r] * bytes;
         for (size_t b = 0; b < bytes; b += 64) __builtin_prefetch(row + b, 0, 2);
     }
     __asm__ __volatile__("" ::: "memory");
@@ -95,7 +106,8 @@ static inline void print_predictions(const dataset *d, const unsigned char *pred
         printf("test image %d: predicted %d, true %d%s\n", s, pred[s], d->y[s], pred[s] == d->y[s] ? "" : "  <-- wrong");
         for (int r = 0; r < d->side; r += step) {
             for (int c = 0; c < d->side; c += step) {
-                float v = d->x[(size_t)s * d->features + (size_t)r * d->side + c];
+                size_t at = (size_t)s * d->features + (size_t)r * d->side + c;
+                float v = d->pixels ? d->pixels[at] / 255.0f : d->x[at];
                 int q = (int)(v * 9.999f);
                 putchar(shades[q < 0 ? 0 : q > 9 ? 9 : q]);
             }

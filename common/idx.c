@@ -268,21 +268,43 @@ void idx_resample(const float *src, int in_side, float *dst, int out_side) {
     }
 }
 
-/* 64-bit hash of n bytes, 8 at a time (FNV-1a's prime on words, then a final mix):
- * identifies the data a run trained on, not a defence against forgery */
-static uint64_t hash_bytes(uint64_t h, const void *p, size_t n) {
+/* 64-bit hash of a byte sequence, 8 bytes at a time (FNV-1a's prime on words, then a
+ * final mix): identifies the data a run trained on, not a defence against forgery. Fed
+ * in pieces (hash_feed) it gives the hash of the pieces joined. */
+typedef struct { uint64_t h; unsigned char tail[8]; size_t n_tail; } hash_state;
+static void hash_word(hash_state *s, const unsigned char *b) {
+    uint64_t w;
+    memcpy(&w, b, 8);
+    s->h = (s->h ^ w) * 0x100000001b3ull;
+    s->h ^= s->h >> 29;
+}
+static void hash_feed(hash_state *s, const void *p, size_t n) {
     const unsigned char *b = p;
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t w;
-        memcpy(&w, b + i, 8);
-        h = (h ^ w) * 0x100000001b3ull;
-        h ^= h >> 29;
+    if (s->n_tail) {                       /* complete the word the last piece left open */
+        size_t take = 8 - s->n_tail < n ? 8 - s->n_tail : n;
+        memcpy(s->tail + s->n_tail, b, take);
+        s->n_tail += take;
+        b += take;
+        n -= take;
+        if (s->n_tail < 8) return;
+        hash_word(s, s->tail);
+        s->n_tail = 0;
     }
-    for (; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+    for (; n >= 8; b += 8, n -= 8) hash_word(s, b);
+    memcpy(s->tail, b, n);
+    s->n_tail = n;
+}
+static uint64_t hash_end(const hash_state *s) {
+    uint64_t h = s->h;
+    for (size_t i = 0; i < s->n_tail; i++) h = (h ^ s->tail[i]) * 0x100000001b3ull;
     h ^= h >> 33;
     h *= 0xff51afd7ed558ccdull;
     return h ^ (h >> 33);
+}
+static uint64_t hash_bytes(uint64_t h, const void *p, size_t n) {
+    hash_state s = { h, { 0 }, 0 };
+    hash_feed(&s, p, n);
+    return hash_end(&s);
 }
 
 /* the hashes of the last "train" and "t10k" loads of this process (0: none) */
@@ -338,43 +360,47 @@ int dataset_load(const char *dir, const char *prefix, long first, long count, in
         }
 
     size_t features = (size_t)side * side;
-    out->x = malloc((size_t)count * features * sizeof(float));
+    int own_size = side == img.rows;   /* keep the bytes; else the resampled floats */
+    if (own_size) out->pixels = malloc((size_t)count * features);
+    else out->x = malloc((size_t)count * features * sizeof(float));
     out->y = malloc((size_t)count);
-    raw = malloc((size_t)img.item_bytes * (count < 1024 ? count : 1024));
-    float *native = malloc((size_t)img.item_bytes * sizeof(float));
-    if (!out->x || !out->y || !raw || !native) {
-        free(native);
+    raw = own_size ? NULL : malloc((size_t)img.item_bytes * (count < 1024 ? count : 1024));
+    float *floats = malloc((size_t)(own_size ? 1024 : 1) * img.item_bytes * sizeof(float));
+    if (!(out->pixels || out->x) || !out->y || !(own_size || raw) || !floats) {
+        free(floats);
         fail(err, errlen, "out of memory for %ld samples of %dx%d", count, side, side);
         goto done;
     }
     memcpy(out->y, labels + first, (size_t)count);
-    /* Images in chunks of 1024 so the byte buffer stays small. */
+    /* what was loaded, for dataset_loaded_hash(): the slice, its pixels as floats after
+     * resampling (one hash whether the bytes or the floats are kept), its labels */
+    long where[2] = { first, count };
+    hash_state hs = { hash_bytes(0xcbf29ce484222325ull, where, sizeof where), { 0 }, 0 };
+    /* Images in chunks of 1024: the bytes straight into pixels, or through a small byte
+     * buffer into the resampled floats. */
     for (long done_n = 0; done_n < count;) {
         long chunk = count - done_n < 1024 ? count - done_n : 1024;
-        if (idx_read_items(&img, first + done_n, chunk, raw, err, errlen)) { free(native); goto done; }
-        for (long i = 0; i < chunk; i++) {
-            const unsigned char *p = raw + i * img.item_bytes;
-            float *dst = out->x + (size_t)(done_n + i) * features;
-            if (side == img.rows) {
-                for (long k = 0; k < img.item_bytes; k++) dst[k] = p[k] / 255.0f;
-            } else {
-                for (long k = 0; k < img.item_bytes; k++) native[k] = p[k] / 255.0f;
-                idx_resample(native, (int)img.rows, dst, side);
+        unsigned char *bytes = own_size ? out->pixels + (size_t)done_n * features : raw;
+        if (idx_read_items(&img, first + done_n, chunk, bytes, err, errlen)) { free(floats); goto done; }
+        if (own_size) {
+            pixel_floats(bytes, chunk * img.item_bytes, floats);
+            hash_feed(&hs, floats, (size_t)chunk * features * sizeof(float));
+        } else {
+            for (long i = 0; i < chunk; i++) {
+                float *dst = out->x + (size_t)(done_n + i) * features;
+                pixel_floats(raw + i * img.item_bytes, img.item_bytes, floats);
+                idx_resample(floats, (int)img.rows, dst, side);
             }
+            hash_feed(&hs, out->x + (size_t)done_n * features, (size_t)chunk * features * sizeof(float));
         }
         done_n += chunk;
     }
-    free(native);
+    free(floats);
     out->n = count;
     out->side = side;
     out->features = (int)features;
-    if (!strcmp(prefix, "train") || !strcmp(prefix, "t10k")) {
-        /* what was loaded: the slice, its pixels after resampling, its labels */
-        long where[2] = { first, count };
-        uint64_t h = hash_bytes(0xcbf29ce484222325ull, where, sizeof where);
-        h = hash_bytes(h, out->x, (size_t)count * features * sizeof(float));
-        loaded_hash[prefix[0] == 't' && prefix[1] == '1'] = hash_bytes(h, out->y, (size_t)count);
-    }
+    if (!strcmp(prefix, "train") || !strcmp(prefix, "t10k"))
+        loaded_hash[prefix[0] == 't' && prefix[1] == '1'] = hash_bytes(hash_end(&hs), out->y, (size_t)count);
     rc = 0;
 done:
     free(raw);
@@ -386,6 +412,7 @@ done:
 }
 
 void dataset_free(dataset *d) {
+    free(d->pixels);
     free(d->x);
     free(d->y);
     memset(d, 0, sizeof *d);

@@ -9,9 +9,12 @@
  * 0..9, and that the file holds exactly the bytes the header promises (sizes are
  * computed in 64 bits with overflow checks, so absurd headers fail cleanly).
  *
- * Pixels become float32 in [0,1] (byte / 255). Images can be resampled to S x S
- * with bilinear interpolation (align-corners = false, as PyTorch's interpolate)
- * for the image-size sweeps (28 -> 56 -> 112: 784 -> 12544 inputs).
+ * Pixels are float32 in [0,1] (byte / 255, pixel_floats()). At the file's own size the
+ * bytes are kept as they are, a quarter of the floats' memory and memory traffic; a
+ * batch is converted when it is gathered (common/data.h). Images can be resampled to
+ * S x S with bilinear interpolation (align-corners = false, as PyTorch's interpolate)
+ * for the image-size sweeps (28 -> 56 -> 112: 784 -> 12544 inputs); those are kept as
+ * the floats the interpolation gives.
  *
  * Slices: dataset_load(first, count) reads only samples [first, first+count) —
  * an MPI rank loads only its contiguous shard. dataset_count() reads only the
@@ -35,7 +38,8 @@ typedef struct {
     long n;                /* samples held in x/y */
     int side;              /* image side after resampling: features = side * side */
     int features;
-    float *x;              /* n x features, row-major, values in [0,1] */
+    unsigned char *pixels; /* n x features bytes, row-major, at the file's own size; else NULL */
+    float *x;              /* n x features floats in [0,1], row-major, resampled; else NULL */
     unsigned char *y;      /* n labels in 0..9 */
 } dataset;
 
@@ -55,6 +59,12 @@ int dataset_load(const char *dir, const char *prefix, long first, long count,
                  int side, dataset *out, char *err, size_t errlen);
 
 void dataset_free(dataset *d);
+
+/* The one conversion of pixel bytes to the floats the trainers compute with: byte / 255
+ * (a division, not a product with 1/255, which rounds some bytes differently). */
+static inline void pixel_floats(const unsigned char *p, long n, float *x) {
+    for (long k = 0; k < n; k++) x[k] = p[k] / 255.0f;
+}
 
 /* A 64-bit hash of the data this process loaded last as "train" and "t10k" (the slices,
  * pixels after resampling, labels; 0 for a split not loaded): --checkpoint records it and

@@ -141,9 +141,11 @@ static inline int mem_short(double need, int share, const char *what, char *msg,
     return 1;
 }
 
-/* bytes of a data set of n samples of side x side after loading (floats and labels) */
-static inline double mem_dataset_bytes(long n, int side) {
-    return (double)n * ((double)side * side * sizeof(float) + 1.0);
+/* bytes of a data set of n samples of side x side after loading, from files of
+ * file_side x file_side images: the bytes at the file's size, else the resampled floats
+ * (common/idx.h); and the labels */
+static inline double mem_dataset_bytes(long n, int side, int file_side) {
+    return (double)n * ((double)side * side * (side == file_side ? 1 : sizeof(float)) + 1.0);
 }
 
 #endif

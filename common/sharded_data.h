@@ -63,7 +63,7 @@ static void __attribute__((unused)) load_sharded_data(train_options *o, long bat
           (!o->image_size && dataset_check_sides(o->data_dir, train_side, test_side, err, sizeof err));
     agree_or_die(bad, err, 2);
     int side = o->image_size ? o->image_size : train_side, local = ranks_on_this_node();
-    double need = mem_dataset_bytes(train_n + d->test_count, side) + (model_bytes ? model_bytes(o, side * side) : 0);
+    double need = mem_dataset_bytes(train_n + d->test_count, side, train_side) + (model_bytes ? model_bytes(o, side * side) : 0);
     bad = mem_short(need, local, "data, model and buffers", err, sizeof err);
     agree_or_die(bad, err, 2);
     bad = dataset_load(o->data_dir, "train", 0, train_n, o->image_size, &d->train, err, sizeof err);
@@ -73,8 +73,9 @@ static void __attribute__((unused)) load_sharded_data(train_options *o, long bat
     /* every rank must have loaded the same training set (the same files on every node):
      * its size, image side and bytes, compared over the ranks */
     unsigned long long mine[3] = { (unsigned long long)d->train.n, (unsigned long long)d->train.side, 0xcbf29ce484222325ull };
-    const unsigned char *p = (const unsigned char *)d->train.x;
-    for (size_t i = 0; i < sizeof(float) * (size_t)d->train.n * (size_t)d->train.features; i++)
+    const unsigned char *p = d->train.pixels ? d->train.pixels : (const unsigned char *)d->train.x;
+    size_t pixel_bytes = d->train.pixels ? 1 : sizeof(float);
+    for (size_t i = 0; i < pixel_bytes * (size_t)d->train.n * (size_t)d->train.features; i++)
         mine[2] = (mine[2] ^ p[i]) * 0x100000001b3ull;
     for (long i = 0; i < d->train.n; i++) mine[2] = (mine[2] ^ d->train.y[i]) * 0x100000001b3ull;
     unsigned long long lo[3], hi[3];

@@ -712,7 +712,8 @@ __global__ void __launch_bounds__(THREADS) argmax_kernel(const float *z, int row
     pred[i] = (unsigned char)best;
 }
 
-/* The data set in device memory, uploaded once. */
+/* The data set in device memory as floats (the evaluation reads them in place), uploaded
+ * once. */
 typedef struct {
     long n;
     int features;
@@ -726,7 +727,18 @@ static void upload(const dataset *d, device_data *g) {
     g->x = device_floats(d->n * d->features);
     CUDA(cudaMalloc((void **)&g->y, (size_t)(d->n > 0 ? d->n : 1)));
     if (d->n == 0) return;   /* an MPI rank without test samples */
-    CUDA(cudaMemcpy(g->x, d->x, sizeof(float) * (size_t)d->n * (size_t)d->features, cudaMemcpyHostToDevice));
+    /* the floats the CPU trainers compute with (common/data.h), through a host buffer of
+     * 1024 samples */
+    long per = d->n < 1024 ? d->n : 1024;
+    float *buf = (float *)malloc(sizeof(float) * (size_t)per * (size_t)d->features);
+    if (!buf) { fprintf(stderr, PROGRAM ": out of memory for a %ld-sample upload buffer\n", per); exit(1); }
+    for (long s = 0; s < d->n; s += per) {
+        int n = (int)(d->n - s < per ? d->n - s : per);
+        dataset_rows(d, NULL, s, n, buf);
+        CUDA(cudaMemcpy(g->x + s * d->features, buf, sizeof(float) * (size_t)n * (size_t)d->features,
+                        cudaMemcpyHostToDevice));
+    }
+    free(buf);
     CUDA(cudaMemcpy(g->y, d->y, (size_t)d->n, cudaMemcpyHostToDevice));
 }
 
@@ -887,7 +899,7 @@ int main(int argc, char **argv) {
     mpi_check(MPI_Comm_size(node, &on_node), "MPI_Comm_size");
     mpi_check(MPI_Comm_free(&node), "MPI_Comm_free");
 #endif
-    double need = mem_dataset_bytes(train_n + test_count, in_side) + dense_model_bytes(o, in_side * in_side, 0, 1);
+    double need = mem_dataset_bytes(train_n + test_count, in_side, train_side) + dense_model_bytes(o, in_side * in_side, 0, 1);
     agree_or_die(mem_short(need, on_node, "data and host buffers", err, sizeof err), err, 2);
     dataset train = {}, test = {};
     bad = dataset_load(o->data_dir, "train", 0, train_n, o->image_size, &train, err, sizeof err);

@@ -369,11 +369,7 @@ static void train_step(mlp *m, work *ws, thread_stats *st, const dataset *d, con
     split_units(rank_rows, t, T, 1, &lo, &hi);
     int n = (int)(hi - lo);
     if (n > 0) {
-        size_t bytes = sizeof(float) * (size_t)d->features;
-        TRACE(TRACE_DATA, "batch") for (int r = 0; r < n; r++) {
-            memcpy(w->act[0] + (size_t)r * d->features, d->x + (size_t)idx[lo + r] * d->features, bytes);
-            w->y[r] = d->y[idx[lo + r]];
-        }
+        TRACE(TRACE_DATA, "batch") gather_batch(d, idx + lo, n, w->act[0], w->y);
         mlp_forward(m, w, n);
         TRACE(TRACE_COMPUTE, "loss") st->loss += softmax_xent(w->act[L], w->y, n, m->size[L], &st->correct);
         TRACE(TRACE_COMPUTE, trace_layer("backward", L)) dense_backward(m, w, L, w->act[L], n);
@@ -431,7 +427,7 @@ static long evaluate(const mlp *m, work *ws, thread_stats *st, int T, const data
             split_units(rows, t, T, 1, &lo, &hi);
             int n = (int)(hi - lo);
             if (n == 0) continue;
-            memcpy(w->act[0], d->x + (size_t)(start + lo) * d->features, sizeof(float) * (size_t)n * d->features);
+            dataset_rows(d, NULL, start + lo, n, w->act[0]);
             mlp_forward(m, w, n);
             for (int i = 0; i < n; i++) {
                 int p = argmax10(w->act[L] + (long)i * classes, classes);

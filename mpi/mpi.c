@@ -340,7 +340,7 @@ static long evaluate(void *model, const dataset *d, unsigned char *predictions) 
     for (long start = 0; start < d->n; start += m->max_rows) {
         int rows = (int)(d->n - start < m->max_rows ? d->n - start : m->max_rows);
         watchdog_beat();
-        memcpy(m->act[0], d->x + (size_t)start * d->features, sizeof(float) * (size_t)rows * d->features);
+        dataset_rows(d, NULL, start, rows, m->act[0]);
         mlp_forward(m, rows);
         correct += count_correct(m->act[L], rows, classes, d->y + start, predictions ? predictions + start : NULL);
     }

@@ -362,7 +362,7 @@ static long evaluate(mlp *m, const dataset *d, long n, unsigned char *prediction
     for (long start = 0; start < n; start += EVAL_BATCH) {
         int rows = (int)(n - start < EVAL_BATCH ? n - start : EVAL_BATCH);
         watchdog_beat();
-        if (rank == 0) memcpy(m->act[0], d->x + (size_t)start * d->features, sizeof(float) * (size_t)rows * d->features);
+        if (rank == 0) dataset_rows(d, NULL, start, rows, m->act[0]);
         else COMM(MPI_Recv, (m->act[first - 1], rows * in, MPI_FLOAT, rank - 1, TAG_EVAL, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
         stage_forward(m, 0, rows);
         if (rank < nranks - 1) {
@@ -458,7 +458,7 @@ int main(int argc, char **argv) {
           (!o->image_size && dataset_check_sides(o->data_dir, train_side, test_side, err, sizeof err));
     agree_or_die(bad, err, 2);
     int in_side = o->image_size ? o->image_size : train_side;
-    double need = (loads ? mem_dataset_bytes(train_n + test_n, in_side) : 0) +
+    double need = (loads ? mem_dataset_bytes(train_n + test_n, in_side, train_side) : 0) +
                   dense_model_bytes(o, in_side * in_side, o->batch > EVAL_BATCH ? o->batch : EVAL_BATCH, 1);
     agree_or_die(mem_short(need, ranks_on_this_node(), "data, model and buffers", err, sizeof err), err, 2);
     if (loads) {

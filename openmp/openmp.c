@@ -583,11 +583,7 @@ static void train_step_data(mlp *m, work *ws, thread_stats *st, const dataset *d
     split_units(rows, t, T, 1, &lo, &hi);
     int n = (int)(hi - lo);
     if (n > 0) {
-        size_t bytes = sizeof(float) * (size_t)d->features;
-        TRACE(TRACE_DATA, "batch") for (int r = 0; r < n; r++) {
-            memcpy(w->act[0] + (size_t)r * d->features, d->x + (size_t)idx[lo + r] * d->features, bytes);
-            w->y[r] = d->y[idx[lo + r]];
-        }
+        TRACE(TRACE_DATA, "batch") gather_batch(d, idx + lo, n, w->act[0], w->y);
         mlp_forward(m, w, n);
         TRACE(TRACE_COMPUTE, "loss") st->loss += softmax_xent(w->act[L], w->y, n, m->size[L], &st->correct);
         TRACE(TRACE_COMPUTE, trace_layer("backward", L)) dense_backward(m, w, L, w->act[L], n, accum);
@@ -616,13 +612,9 @@ static void train_step_data(mlp *m, work *ws, thread_stats *st, const dataset *d
 
 /* loop: the input rows idx[0..rows) into x, y, shared out by rows */
 static void gather_team(const dataset *d, const uint32_t *idx, int rows, float *x, unsigned char *y, int t, int T) {
-    size_t bytes = sizeof(float) * (size_t)d->features;
     long lo, hi;
     split_units(rows, t, T, 1, &lo, &hi);
-    for (long r = lo; r < hi; r++) {
-        memcpy(x + (size_t)r * d->features, d->x + (size_t)idx[r] * d->features, bytes);
-        y[r] = d->y[idx[r]];
-    }
+    gather_batch(d, idx + lo, (int)(hi - lo), x + (size_t)lo * d->features, y + lo);
 }
 
 /* loop, model: ask for the rows that gather_team() will copy for thread t, a phase early */
@@ -826,8 +818,9 @@ static void train_step_model(const mlp *v, work *ws, thread_stats *st, const flo
 
 /* Percent of test samples classified correctly; predictions optional. Each block of
  * EVAL_BATCH test rows is split like a training batch: critical/reduction, each thread
- * forwards its slice with its own buffers (no barrier); loop, layer 1 by the team, then
- * each thread its rows. A row's prediction does not depend on who computes it. */
+ * forwards its slice with its own buffers (no barrier); loop, each thread its rows into
+ * the shared input, layer 1 by the team, then each thread its rows. A row's prediction
+ * does not depend on who computes it. */
 static double evaluate(const mlp *m, work *ws, thread_stats *st, int T, int accum, const dataset *d,
                        unsigned char *predictions) {
     int L = m->n_layers, classes = m->size[L];
@@ -838,12 +831,14 @@ static double evaluate(const mlp *m, work *ws, thread_stats *st, int T, int accu
         thread_stats *s = &st[t];
         for (long start = 0; start < d->n; start += EVAL_BATCH) {
             int rows = (int)(d->n - start < EVAL_BATCH ? d->n - start : EVAL_BATCH);
-            const float *x = d->x + (size_t)start * d->features;
             long lo, hi;
             split_units(rows, t, T, 1, &lo, &hi);
             int n = (int)(hi - lo);
             work v;
             if (accum == ACCUM_LOOP) {
+                float *x = ws[0].act[0];   /* the block's input, each thread converting its rows */
+                dataset_rows(d, NULL, start + lo, n, x + lo * d->features);
+                team_barrier(s);
                 dense_forward_team(m, &ws[0], x, rows);
                 team_barrier(s);
                 v = ws[0];                 /* rows lo..hi of the shared buffers */
@@ -851,7 +846,7 @@ static double evaluate(const mlp *m, work *ws, thread_stats *st, int T, int accu
                 for (int l = 2; l <= L && n > 0; l++) dense_forward(m, &v, l, n);
             } else if (n > 0) {
                 v = ws[t];
-                memcpy(v.act[0], x + (size_t)lo * d->features, sizeof(float) * (size_t)n * d->features);
+                dataset_rows(d, NULL, start + lo, n, v.act[0]);
                 mlp_forward(m, &v, n);
             }
             for (int i = 0; i < n; i++) {
@@ -890,7 +885,7 @@ int main(int argc, char **argv) {
     plan_data(PROGRAM, o, &plan);
     long rows = o->batch > EVAL_BATCH ? o->batch : EVAL_BATCH;
     char msg[256];   /* at most a gradient per thread and one more (critical's global one) */
-    if (mem_short(mem_dataset_bytes(plan.train_n + plan.test_n, plan.side) +
+    if (mem_short(mem_dataset_bytes(plan.train_n + plan.test_n, plan.side, plan.file_side) +
                   dense_model_bytes(o, plan.side * plan.side, rows, T + 1), 1, "data, model and per-thread buffers",
                   msg, sizeof msg))
         { fprintf(stderr, PROGRAM ": %s\n", msg); return 2; }

@@ -232,7 +232,7 @@ static double evaluate(mlp *m, const dataset *d, unsigned char *predictions) {
     long correct = 0;
     for (long start = 0; start < d->n; start += m->max_rows) {
         int rows = (int)(d->n - start < m->max_rows ? d->n - start : m->max_rows);
-        memcpy(m->act[0], d->x + (size_t)start * d->features, sizeof(float) * (size_t)rows * d->features);
+        dataset_rows(d, NULL, start, rows, m->act[0]);
         mlp_forward(m, rows);
         correct += count_correct(m->act[L], rows, classes, d->y + start, predictions ? predictions + start : NULL);
     }
@@ -265,7 +265,7 @@ int main(int argc, char **argv) {
     plan_data(PROGRAM, o, &plan);
     long rows = o->batch > EVAL_BATCH ? o->batch : EVAL_BATCH;
     char msg[256];
-    if (mem_short(mem_dataset_bytes(plan.train_n + plan.test_n, plan.side) +
+    if (mem_short(mem_dataset_bytes(plan.train_n + plan.test_n, plan.side, plan.file_side) +
                   dense_model_bytes(o, plan.side * plan.side, rows, 0), 1, "data and model", msg, sizeof msg))
         { fprintf(stderr, PROGRAM ": %s\n", msg); return 2; }
     load_data(PROGRAM, o, &plan, &train, &test);

@@ -4,7 +4,8 @@
  * Writes its own IDX files, raw and gzip-compressed (zlib gzwrite), into a fresh
  * directory from mkdtemp under /tmp (removed at the end), then checks:
  *   - valid files load (raw; gzip named .gz; gzip without the .gz name; images and
- *     labels compressed differently): n, side, features, every float == byte/255.0f,
+ *     labels compressed differently): n, side, features, the bytes kept as they are
+ *     (no floats at the file's own size) and pixel_floats() of them == byte/255.0f,
  *     labels; slices (first=3,count=4 of 10; count=-1 to the end; across the
  *     loader's 1024-sample chunks); dataset_count();
  *   - every malformed input fails with -1 and a message that names the offending
@@ -191,19 +192,26 @@ static int contains_any(const char *msg, const char *keywords) {
 static void check_slice(const char *name, const dataset *d, long first, long n, int side) {
     char cname[256];
     snprintf(cname, sizeof cname, "%s: n=%ld side=%d features=%d", name, n, side, side * side);
-    CHECK(cname, d->n == n && d->side == side && d->features == side * side && d->x && d->y,
-          "got n=%ld side=%d features=%d x=%p y=%p", d->n, d->side, d->features,
-          (void *)d->x, (void *)d->y);
-    if (!(d->n == n && d->features == side * side && d->x && d->y)) return;
+    CHECK(cname, d->n == n && d->side == side && d->features == side * side && d->pixels && !d->x && d->y,
+          "got n=%ld side=%d features=%d pixels=%p x=%p y=%p", d->n, d->side, d->features,
+          (void *)d->pixels, (void *)d->x, (void *)d->y);
+    if (!(d->n == n && d->features == side * side && d->pixels && d->y)) return;
     long bad = -1, badlab = -1;
+    float got = 0;
     for (long s = 0; s < n && bad < 0; s++)
-        for (long p = 0; p < (long)side * side; p++)
-            if (d->x[s * side * side + p] != pix(first + s, p) / 255.0f) { bad = s * side * side + p; break; }
+        for (long p = 0; p < (long)side * side; p++) {
+            pixel_floats(d->pixels + s * side * side + p, 1, &got);
+            if (d->pixels[s * side * side + p] != pix(first + s, p) || got != pix(first + s, p) / 255.0f) {
+                bad = s * side * side + p;
+                break;
+            }
+        }
     for (long s = 0; s < n; s++)
         if (d->y[s] != lab(first + s)) { badlab = s; break; }
-    snprintf(cname, sizeof cname, "%s: pixels == byte/255.0f", name);
-    CHECK(cname, bad < 0, "first mismatch at flat index %ld: got %.9g want %.9g", bad,
-          bad >= 0 ? d->x[bad] : 0.0, bad >= 0 ? pix(first + bad / (side * side), bad % (side * side)) / 255.0f : 0.0);
+    snprintf(cname, sizeof cname, "%s: pixels == the bytes, as floats byte/255.0f", name);
+    CHECK(cname, bad < 0, "first mismatch at flat index %ld: byte %d want %d, float %.9g want %.9g", bad,
+          bad >= 0 ? d->pixels[bad] : 0, bad >= 0 ? pix(first + bad / (side * side), bad % (side * side)) : 0, got,
+          bad >= 0 ? pix(first + bad / (side * side), bad % (side * side)) / 255.0f : 0.0);
     snprintf(cname, sizeof cname, "%s: labels", name);
     CHECK(cname, badlab < 0, "label %ld: got %d want %d", badlab, badlab >= 0 ? d->y[badlab] : 0,
           badlab >= 0 ? lab(first + badlab) : 0);
@@ -305,7 +313,7 @@ static void expect_fail(const char *name, const char *dir, int op, long first, l
         if (op == OP_LOAD) {
             dataset d;
             rc = dataset_load(path, "train", first, count, side, &d, err, sizeof err);
-            empty = d.x == NULL && d.y == NULL && d.n == 0;
+            empty = d.pixels == NULL && d.x == NULL && d.y == NULL && d.n == 0;
             if (rc == 0) dataset_free(&d);
         } else {
             rc = dataset_count(path, "train", &got, err, sizeof err);
@@ -641,9 +649,10 @@ static void test_resample(void) {
     snprintf(path, sizeof path, "%s/side28", root);
     dataset d;
     int rc = dataset_load(path, "train", 0, -1, 56, &d, err, sizeof err);
-    CHECK("load 28x28 at side 56: features 3136", rc == 0 && d.n == 3 && d.side == 56 && d.features == 3136,
-          "rc=%d n=%ld side=%d features=%d: %s", rc, d.n, d.side, d.features, err);
-    if (rc == 0 && d.features == 3136) {
+    CHECK("load 28x28 at side 56: features 3136, as floats", rc == 0 && d.n == 3 && d.side == 56 && d.features == 3136 &&
+          d.x && !d.pixels, "rc=%d n=%ld side=%d features=%d x=%p pixels=%p: %s", rc, d.n, d.side, d.features,
+          (void *)d.x, (void *)d.pixels, err);
+    if (rc == 0 && d.features == 3136 && d.x) {
         float native[784], up[3136];
         double worst = 0;
         for (int s = 0; s < 3; s++) {

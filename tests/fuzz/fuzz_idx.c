@@ -191,8 +191,9 @@ static void check_loaded(const dataset *d, long want_n, int want_side) {
     contract(d->n == want_n, "dataset_load returned another number of samples than asked");
     contract(d->side == want_side && d->features == want_side * want_side,
              "dataset_load returned another image size than asked");
-    contract(d->x && d->y, "dataset_load succeeded without data");
-    for (long i = 0; i < d->n * d->features; i++)
+    contract((d->x || d->pixels) && d->y, "dataset_load succeeded without data");
+    contract(!(d->x && d->pixels), "dataset_load kept both the bytes and floats");
+    for (long i = 0; d->x && i < d->n * d->features; i++)
         contract(d->x[i] >= 0.0f && d->x[i] <= 1.0f + 1e-6f, "a pixel outside [0,1]");
     for (long i = 0; i < d->n; i++) contract(d->y[i] < IDX_CLASSES, "a label outside 0..9");
 }
@@ -204,13 +205,19 @@ static const uint8_t *known_content(const uint8_t *bytes, size_t len, int harnes
     return gzip_in_input ? NULL : bytes;
 }
 
-/* The loaded slice against the files' bytes: at the file's own size a pixel is exactly
- * byte / 255 of its image, and every label the byte of its sample. */
+/* The loaded slice against the files' bytes: at the file's own size the bytes of its
+ * images are kept, each becoming exactly byte / 255 (pixel_floats), and every label is the
+ * byte of its sample. */
 static void check_content(const dataset *d, long first, const uint8_t *images, const uint8_t *labels) {
     if (images && d->features) {
         const uint8_t *pixels = images + 16 + first * d->features;
-        for (long i = 0; i < d->n * d->features; i++)
-            contract(d->x[i] == pixels[i] / 255.0f, "a pixel at the file's own size is not its byte / 255");
+        contract(d->pixels && !d->x, "the images at the file's own size were not kept as bytes");
+        for (long i = 0; i < d->n * d->features; i++) {
+            float f;
+            pixel_floats(d->pixels + i, 1, &f);
+            contract(d->pixels[i] == pixels[i] && f == pixels[i] / 255.0f,
+                     "a pixel at the file's own size is not its byte, or its float not byte / 255");
+        }
     }
     if (labels)
         for (long i = 0; i < d->n; i++)
@@ -269,7 +276,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         dataset_free(&d);
     } else {
         contract(load_rc == -1 && err[0], "dataset_load failed without a message");
-        contract(!d.x && !d.y && d.n == 0, "a failed dataset_load left data behind");
+        contract(!d.pixels && !d.x && !d.y && d.n == 0, "a failed dataset_load left data behind");
     }
     return 0;
 }
