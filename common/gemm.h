@@ -232,6 +232,13 @@ matmul_block(const int kind, int M, int N, int K, const float *A, long a_row, lo
              const float *B, long ldb, float *C, long ldc, const epilogue *e, const float *P, long ldp) {
     int rows_outside = (long)K * N <= 65536 && (long)M * N > 262144;
     for (int i = 0, j = 0; i < M && j < N;) {   /* one call site: the tile code is inlined once */
+        /* By rows, C is large (layer 1's weights or their gradient at a large image: every
+         * element written once, and for the update read once, per step): the next row
+         * block of C is asked for a block early, for writing. The tile touches C only in
+         * its epilogue, after the sums, too late for the out-of-order core to fetch it. */
+        if (rows_outside && j == 0 && i + MR < M)
+            for (int r = i + MR; r < i + 2 * MR && r < M; r++)
+                for (int c = 0; c < N; c += 16) __builtin_prefetch(C + (long)r * ldc + c, 1, 2);
         matmul_tile(kind, i, j, M, N, K, A, a_row, a_col, B, ldb, C, ldc, e, P, ldp);
         if (rows_outside) { if ((j += NR) >= N) { j = 0; i += MR; } }
         else if ((i += MR) >= M) { i = 0; j += NR; }
