@@ -4,7 +4,7 @@
 # fall on both alike; per trainer the median over the pairs of new/old epoch time.
 #
 # Usage: bench/ab-speed.sh [--base REV] [--base-env "K=V ..."] [--trainers LIST] [--pairs N]
-#                          [--epochs E] [--train N] [--max-other C]
+#                          [--epochs E] [--train N] [--image-size S] [--csv FILE] [--max-other C]
 #   --base REV   the commit to compare against [HEAD~1]; built in a temporary git worktree
 #   --base-env "K=V ..."  environment of the old runs only (an old setting: with --base HEAD,
 #                the same code with and without it)
@@ -14,6 +14,9 @@
 #   --pairs N    alternating old/new pairs per configuration [5]
 #   --epochs E   epochs per run; each run's epoch_seconds_median (epochs 2..E) is used [4]
 #   --train N    Fashion-MNIST training samples per run [20000]
+#   --image-size S  every run with --image-size S (S x S inputs; 112: 12,544) [28]
+#   --csv FILE   every run's row [results/ab-speed.csv]; an existing file must be this
+#                benchmark's own (its header), or it is refused
 #   --max-other C  other load in cores above which a run is marked disturbed [0.05]
 # Configurations (default: those whose speed a kernel refactor could change): serial;
 # openmp --accum loop|model --threads 2; mpi --sync allreduce|reduce-bcast|overlap and
@@ -21,8 +24,8 @@
 # Every run holds the benchmark lock and its other load is measured (bench_run in
 # scripts/lib.sh: a busy machine is said once, and measured anyway).
 # Output: one line per run and per pair, then a table "trainer | old (s) | new (s) |
-# new/old median of pair ratios | disturbed runs"; a CSV of every run in
-# results/ab-speed.csv: trainer,kind,pair,epoch_seconds_median,other_load_cores,disturbed
+# new/old median of pair ratios | disturbed runs"; a CSV of every run in --csv FILE:
+# trainer,kind,pair,epoch_seconds_median,other_load_cores,disturbed
 # (kind old|new; other_load_cores: the other processes' load during the run, in cores;
 # disturbed: 1 when it exceeded --max-other).
 # Exit status: 0 (a benchmark reports, it does not judge; also on a busy machine), 2 on a
@@ -32,7 +35,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh   # die, need_value, bench_run; the ERR trap: a failing command names itself
 
-base=HEAD~1 pairs=5 epochs=4 train=20000 base_env="" trainers=serial,openmp-loop-T2,mpi-allreduce-P2,cnn-1x1
+base=HEAD~1 pairs=5 epochs=4 train=20000 image_size=28 csv=results/ab-speed.csv base_env="" trainers=serial,openmp-loop-T2,mpi-allreduce-P2,cnn-1x1
 while [ $# -gt 0 ]; do
   case $1 in
     --base) need_value "$@"; base=$2; shift 2 ;;
@@ -41,14 +44,19 @@ while [ $# -gt 0 ]; do
     --pairs) need_value "$@"; pairs=$2; shift 2 ;;
     --epochs) need_value "$@"; epochs=$2; shift 2 ;;
     --train) need_value "$@"; train=$2; shift 2 ;;
+    --image-size) need_value "$@"; image_size=$2; shift 2 ;;
+    --csv) need_value "$@"; csv=$2; shift 2 ;;
     --max-other) need_value "$@"; bench_load_option "$1" "$2"; shift 2 ;;
     -h|--help) bench_usage; exit 0 ;;
     *) die "unknown option '$1' (see --help)" ;;
   esac
 done
-[[ $pairs =~ ^[1-9][0-9]*$ && $epochs =~ ^[2-9][0-9]*$ && $train =~ ^[1-9][0-9]*$ ]] ||
-  die "--pairs and --train must be positive integers, --epochs at least 2"
+[[ $pairs =~ ^[1-9][0-9]*$ && $epochs =~ ^[2-9][0-9]*$ && $train =~ ^[1-9][0-9]*$ && $image_size =~ ^[1-9][0-9]*$ ]] ||
+  die "--pairs, --train and --image-size must be positive integers, --epochs at least 2"
 rev=$(git rev-parse --verify --quiet "$base^{commit}") || die "--base $base: no such commit"
+[ ! -L "$csv" ] || die "--csv $csv: a symbolic link; give the file itself"
+[ ! -e "$csv" ] || head -n 1 "$csv" | grep -q '^trainer,kind,pair,' || die "--csv $csv: an existing file that is not this benchmark's"
+[ -d "$(dirname "$csv")" ] || [ "$csv" = results/ab-speed.csv ] || die "--csv $csv: its directory does not exist"
 [ -d data/fashion ] || die "data/fashion missing (make data)"
 read -r -a old_env <<<"$base_env"
 for kv in "${old_env[@]}"; do [[ $kv =~ ^[A-Za-z_][A-Za-z0-9_]*=.*$ ]] || die "--base-env: not K=V: '$kv'"; done
@@ -77,10 +85,10 @@ git worktree add --detach -q "$old" "$rev"
 make -s -C "$old" "${progs[@]}" >/dev/null || { echo "ab-speed: building $base failed" >&2; exit 1; }
 make -s "${progs[@]}" >/dev/null || { echo "ab-speed: building this tree failed" >&2; exit 1; }
 
-csv=results/ab-speed.csv
-mkdir -p results
+mkdir -p "$(dirname "$csv")"
 echo "trainer,kind,pair,epoch_seconds_median,$BENCH_COLS" >"$csv"
-common=(--data data/fashion --train "$train" --test 1000 --epochs "$epochs" --quiet)
+common=(--data data/fashion --train "$train" --test 1000 --epochs "$epochs" --image-size "$image_size" --quiet)
+echo "ab-speed: every run with ${common[*]}"
 bench_tmp
 BENCH_CSV=$BENCH_TMP/run.csv BENCH_TOTAL=$((${#list[@]} * 2 * pairs)) BENCH_WIDTH=26 BENCH_CUT=90
 run() {   # TRAINER DIR KIND PAIR: one run (bench_run), its row appended to $csv; EPOCH: its epoch median

@@ -46,6 +46,20 @@ if grep -qw avx512f /proc/cpuinfo && [ -d data/mnist ]; then
     "exit $rc: $(tail -n 3 <<<"$out")" eval '[ $rc = 0 ] && [ "$(wc -l <"$TMP/peak.csv")" = 4 ] &&
       awk -v f="$frac" "BEGIN { exit !(f != \"\" && f + 0 >= 1 && f + 0 <= 150) }"'
 else skip "serial-peak: one round" "no AVX-512 (bench/fma-peak.c needs it) or data/mnist missing (make data)"; fi
+# bench/ab-speed.sh (issue 32): bad input, then one small pair against HEAD at image size 14
+one_line_exit2 "ab-speed --trainers bogus refused" "unknown trainer 'bogus'" bench/ab-speed.sh --trainers bogus --csv "$TMP/a-bad.csv"
+one_line_exit2 "ab-speed --image-size 0 refused" "--image-size" bench/ab-speed.sh --image-size 0 --csv "$TMP/a-bad.csv"
+one_line_exit2 "ab-speed --base of no commit refused" "no such commit" bench/ab-speed.sh --base no-such-rev --csv "$TMP/a-bad.csv"
+one_line_exit2 "ab-speed --csv a foreign file refused" "not this benchmark" bench/ab-speed.sh --csv "$TMP/foreign.csv"
+check "ab-speed: the foreign CSV untouched" "" [ "$(cat "$TMP/foreign.csv")" = "someone,else" ]
+check "ab-speed: no CSV written by a refused run" "" [ ! -e "$TMP/a-bad.csv" ]
+if git rev-parse --verify -q HEAD >/dev/null && [ -d data/fashion ]; then
+  out=$(timeout 600 bench/ab-speed.sh --base HEAD --trainers serial --pairs 1 --epochs 2 --train 256 --image-size 14 \
+        --csv "$TMP/ab.csv" 2>&1); rc=$?
+  check "ab-speed: one pair at image size 14 (exit 0, an old and a new row, a ratio in the table)" \
+    "exit $rc: $(tail -n 3 <<<"$out")" eval '[ $rc = 0 ] && [ "$(cut -d, -f2 "$TMP/ab.csv" | sort | paste -sd,)" = kind,new,old ] &&
+      grep -q "^| serial | [0-9.]* | [0-9.]* | [0-9.]* | " <<<"$out" && grep -q -- "--image-size 14" <<<"$out"'
+else skip "ab-speed: one pair" "not a git checkout, or data/fashion missing (make data)"; fi
 one_line_exit2 "run_all --cores 999999 refused" "at most 256" ./run_all.sh --smoke --no-setup --cores 999999 --results "$TMP/bad"
 one_line_exit2 "run_all --cores 300 refused" "at most 256" ./run_all.sh --smoke --no-setup --cores 300 --results "$TMP/bad"
 one_line_exit2 "run_all --cores 10^20 refused" "at most 256" ./run_all.sh --smoke --no-setup --cores 100000000000000000000 --results "$TMP/bad"
