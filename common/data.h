@@ -107,7 +107,8 @@ static inline void print_predictions(const dataset *d, const unsigned char *pred
         for (int r = 0; r < d->side; r += step) {
             for (int c = 0; c < d->side; c += step) {
                 size_t at = (size_t)s * d->features + (size_t)r * d->side + c;
-                float v = d->pixels ? d->pixels[at] / 255.0f : d->x[at];
+                float v = d->x ? d->x[at] : 0.0f;
+                if (d->pixels) pixel_floats(d->pixels + at, 1, &v);
                 int q = (int)(v * 9.999f);
                 putchar(shades[q < 0 ? 0 : q > 9 ? 9 : q]);
             }
