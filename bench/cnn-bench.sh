@@ -91,6 +91,7 @@ torch_version=$("$PY" -c 'import torch; print(torch.__version__)' 2>/dev/null) |
 cores=$(nproc)
 [ "$cores" -ge "$C" ] || echo "cnn-bench: $C cores assumed on $cores real: the configurations above $cores workers are oversubscribed"
 bench_check_csv "$csv"
+bench_check_bounds "${csv%.csv}-bounds.csv"
 
 common=(--data "$data" --batch 32 --lr 0.01 --epochs "$epochs" --quiet)
 [ "$train" -eq 0 ] || common+=(--train "$train")

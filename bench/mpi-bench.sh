@@ -94,6 +94,7 @@ load_variants mpi/mpi || exit 2
 declare -A VARIANT_BIN=(); for s in "${VARIANTS[@]}"; do VARIANT_BIN[$s]=mpi/mpi; done
 VARIANTS+=(shm) VARIANT_FLAGS[shm]="--sync shm" VARIANT_BIN[shm]=mpi/shm
 bench_check_csv "$csv"
+bench_check_bounds "${csv%.csv}-bounds.csv"
 
 common=(--data "$data" --epochs "$epochs" --quiet)
 [ "$train" -eq 0 ] || common+=(--train "$train")

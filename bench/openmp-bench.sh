@@ -31,9 +31,16 @@
 # epoch, summed over threads: time in the critical section, or waiting at barriers, as
 # each mode counts it), the speedup vs serial, and how many times faster than PyTorch's
 # best thread count; and verdict lines
-# for the targets (best mode at T = 2: >= 1.6x serial at batch 64, >= 1.85x at batch 512;
+# for the targets (best mode at T = 2: >= 1.85x serial at batch 64 and at batch 512;
 # >= 2.5x faster than PyTorch's best); a "*" after a runs count marks a median that
 # includes disturbed rows. The tables: scripts/bench_tables.py openmp.
+# The per-round core bound: when C >= 2 (and C is at most the real cores), each round also
+# runs C copies of serial at once, copy i on core i (bench/corun.sh; no row, its epochs are
+# read from the output): C x serial's epoch alone / the slowest copy's epoch is what C
+# cores allowed in that round, since no split of one step over C cores can beat C
+# independent whole steps. The table after the runs gives each mode's speedup at T = C as
+# a fraction of its round's bound; every round's bound and speedup also go to
+# CSV-bounds.csv (bench-openmp-bounds.csv) for the report's first page.
 #
 # Usage: bench/openmp-bench.sh [--epochs E] [--runs R] [--batches B,B] [--threads T,T]
 #                              [--cores N] [--csv FILE] [--data DIR] [--train N] [--no-torch] [--quick]
@@ -99,8 +106,8 @@ if [ -z "$threads" ]; then threads=1; [ "$SWEEP_CORES" = 1 ] || threads=1,$SWEEP
 IFS=, read -r -a batch_list <<<"$batches"
 IFS=, read -r -a thread_list <<<"$threads"
 
-summarize() {   # the tables, from the rows of $csv with timestamp >= $since
-  "$PY" scripts/bench_tables.py openmp "$csv" --since "$since" --epochs "$epochs" --train "$train"
+summarize() {   # the tables, from the rows of $csv with timestamp >= $since (ARGS: the bound's)
+  "$PY" scripts/bench_tables.py openmp "$csv" --since "$since" --epochs "$epochs" --train "$train" "$@"
 }
 if [ "$report_only" = 1 ]; then
   [ -s "$csv" ] || die "$csv: missing or empty"
@@ -121,6 +128,10 @@ if [ $torch = 1 ]; then
 fi
 cores=$(nproc)
 bench_check_csv "$csv"
+bounds=${csv%.csv}-bounds.csv
+bench_check_bounds "$bounds"
+corun=0   # C copies of serial at once per round: the core bound (needs C real cores)
+[ "$SWEEP_CORES" -lt 2 ] || [ "$SWEEP_CORES" -gt "$cores" ] || corun=$SWEEP_CORES
 
 # env + taskset for a run with T threads: cores 0..T-1 (all cores when T > cores)
 launch() {
@@ -133,15 +144,26 @@ launch() {
 common=(--data "$data" --epochs "$epochs" --quiet)
 [ "$train" -eq 0 ] || common+=(--train "$train")
 [ -n "$since" ] || since=$(utc_now)
-per_set=$(( 1 + ${#VARIANTS[@]} * ${#thread_list[@]} + torch * ${#thread_list[@]} ))
+per_set=$(( 1 + (corun > 0) + ${#VARIANTS[@]} * ${#thread_list[@]} + torch * ${#thread_list[@]} ))
 total=$(( runs * ${#batch_list[@]} * per_set ))
 echo "openmp-bench: $data$([ "$train" -eq 0 ] || echo " (first $train samples)"), batches ${batches}, threads ${threads}, $epochs epochs x $runs runs," \
      "$SWEEP_CORES cores$([ "$SWEEP_CORES" = "$cores" ] || echo " ($cores real)"), torch $torch_version; rows -> $csv"
 BENCH_TOTAL=$total BENCH_CSV=$csv
+bench_tmp
+corun_log=$BENCH_TMP/corun.log   # "batch epoch-of-copy-0 ... epoch-of-copy-C-1" per round, in run order
+: >"$corun_log"
 for r in $(seq 1 "$runs"); do
   for b in "${batch_list[@]}"; do
     # shellcheck disable=SC2046  # launch's words: env ... taskset -c CPUS
     bench_run "serial b$b" $(launch 1) serial/serial --batch "$b" "${common[@]}"
+    if [ "$corun" -gt 0 ]; then   # the round's core bound: no row, the copies' epochs go to the log
+      BENCH_CSV=""
+      # shellcheck disable=SC2046
+      bench_run "serial x$corun at once b$b" $(launch 1 | sed 's/ taskset.*//') bench/corun.sh "$corun" \
+        serial/serial --batch "$b" "${common[@]}" --csv none
+      BENCH_CSV=$csv
+      echo "$b $(printf '%s\n' "$BENCH_OUT" | sed -n 's/.*| epoch median \([0-9.]*\) s |.*/\1/p' | paste -sd' ')" >>"$corun_log"
+    fi
     for T in "${thread_list[@]}"; do
       for v in "${VARIANTS[@]}"; do
         # shellcheck disable=SC2046,SC2086  # launch's words; the variant's flags, e.g. "--accum loop"
@@ -158,4 +180,4 @@ for r in $(seq 1 "$runs"); do
 done
 
 echo
-summarize
+if [ "$corun" -gt 0 ]; then summarize --corun-log "$corun_log" --cores "$corun" --bounds "$bounds"; else summarize; fi

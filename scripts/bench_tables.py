@@ -3,7 +3,8 @@
 scripts/bench_tables.py — the tables the bench/*.sh scripts print after their runs, from
 the rows they appended (read by column name through scripts/partrain.py).
 
-  bench_tables.py openmp CSV --since ISO --epochs E --train N    bench/openmp-bench.sh
+  bench_tables.py openmp CSV --since ISO --epochs E --train N [--corun-log FILE --cores C]
+                  [--bounds OUT]                                 bench/openmp-bench.sh
   bench_tables.py mpi CSV --since ISO --epochs E --train N [--cores-log FILE --cores C]
                   [--bounds OUT]                                 bench/mpi-bench.sh
   bench_tables.py cnn CSV --since ISO --epochs E --train N --cores-log FILE [--bounds OUT]
@@ -63,7 +64,7 @@ def rows_since(path, since, epochs, train):
 
 # ---------------------------------------------------------------- openmp-bench
 
-OPENMP_TARGET = {64: 1.6, 512: 1.85}   # best mode at T = 2 over serial, per batch (checked at T = 2 only)
+OPENMP_TARGET = {64: 1.85, 512: 1.85}   # best mode at T = 2 over serial, per batch (checked at T = 2 only; issue 32)
 OPENMP_TORCH_TARGET = 2.5              # times faster than PyTorch's best
 
 
@@ -88,7 +89,39 @@ def openmp_rounds(rs):
     return groups, serial_r, torch_r
 
 
-def openmp_batch(b, rs):
+def read_corun_log(path):
+    """batch -> per round, the epochs of the C serial copies that ran at once (bench/corun.sh)"""
+    out = {}
+    with open(path) as f:
+        for line in f:
+            b, *eps = line.split()
+            out.setdefault(int(b), []).append([float(e) for e in eps])
+    return out
+
+
+def openmp_bounds(b, groups, serial_r, corun, cores, out):
+    """the per-round core bound at T = cores (cores x serial's epoch alone / the slowest of the
+    copies at once, same round) and each mode's speedup at T = cores as a fraction of it; the
+    rounds go to OUT as BOUNDS_HEADER tuples"""
+    bound = {k: cores * serial_r[k] / max(eps) for k, eps in enumerate(corun)
+             if k in serial_r and len(eps) == cores and min(eps) > 0}
+    if not bound:
+        print(f"core bound at T={cores}: not measured (no round ran {cores} serial copies at once)")
+        return
+    ks = sorted(bound)
+    print(f"core bound at T={cores}: {cores} x serial alone / the slowest of {cores} serial copies at once, "
+          f"per round: {fmt_rounds([bound[k] for k in ks])}, median {med(bound.values()):.2f}x")
+    for key in sorted(k for k in groups if k[0] == "openmp" and k[2] == cores):
+        pairs = [(serial_r[k] / float(r["epoch_seconds_median"]), bound[k]) for k, r in groups[key]
+                 if k in serial_r and k in bound]
+        if not pairs:
+            continue
+        out += [("openmp", key[1], 1, cores, b, i, sp, bd) for i, (sp, bd) in enumerate(pairs, 1)]
+        print(f"  {key[1]:<15s} {med(sp for sp, _ in pairs):.2f}x serial = "
+              f"{med(sp / bd for sp, bd in pairs):.2f} of the bound (rounds: {fmt_rounds([sp / bd for sp, bd in pairs])})")
+
+
+def openmp_batch(b, rs, corun=None, cores=0, bounds=None):
     groups, serial_r, torch_r = openmp_rounds(rs)
     torch_t = {key[2]: med(float(r["epoch_seconds_median"]) for _, r in v)
                for key, v in groups.items() if key[0] == "pytorch"}
@@ -128,6 +161,8 @@ def openmp_batch(b, rs):
             line += (f"; {best[2]:.2f}x faster than PyTorch's best" + (f" (target >= {OPENMP_TORCH_TARGET}: "
                      f"{'met' if best[2] >= OPENMP_TORCH_TARGET else 'NOT met'})" if tmax == 2 else ""))
         print(line)
+    if corun is not None:
+        openmp_bounds(b, groups, serial_r, corun, cores, bounds)
 
 
 def cmd_openmp(a):
@@ -136,8 +171,13 @@ def cmd_openmp(a):
     print("sync_seconds (summed over threads; critical: inside the critical construct incl. waiting to enter,")
     print("others: barrier waits). vs serial / vs torch: median over rounds of the ratio to serial's time and to")
     print("PyTorch's best time measured in the same round (rounds are interleaved, so the machine's drift cancels).")
+    corun = read_corun_log(a.corun_log) if a.corun_log else None
+    bounds = []
     for b in sorted({int(r["batch"]) for r in rows}):
-        openmp_batch(b, [r for r in rows if int(r["batch"]) == b])
+        openmp_batch(b, [r for r in rows if int(r["batch"]) == b],
+                     None if corun is None else corun.get(b, []), a.cores, bounds)
+    if corun is not None:
+        write_bounds(a.bounds, bounds)
     return 0
 
 
@@ -354,8 +394,8 @@ def cnn_core_speeds(g, conv, cores, out=None):
             speeds = [b[0] / w for w in ws]
             bound = sum(speeds) if how == "sum" else len(speeds) * min(speeds)
             ratio_rows.append((sp[i], speeds, bound))
-            if out is not None:
-                out.append(("cnn", "", c[0], c[1], 32, i + 1, sp[i], bound))
+            if out is not None:   # the variant the configuration ran (cnn-bench: cnn/cnn's default --sync)
+                out.append(("cnn", g.groups[("cnn",) + c][i].get("variant", ""), c[0], c[1], 32, i + 1, sp[i], bound))
         if not ratio_rows:
             continue
         for i, (s, speeds, bound) in enumerate(ratio_rows, 1):
@@ -505,8 +545,11 @@ def main(argv):
         sp.add_argument("--since", default="")
         sp.add_argument("--epochs", required=True)
         sp.add_argument("--train", type=int, default=0)
-        if name in ("cnn", "mpi"):
-            sp.add_argument("--cores-log", required=name == "cnn")
+        if name == "openmp":
+            sp.add_argument("--corun-log", help="bench/openmp-bench.sh's copies of serial at once, per round")
+        if name in ("cnn", "mpi", "openmp"):
+            if name != "openmp":
+                sp.add_argument("--cores-log", required=name == "cnn")
             sp.add_argument("--bounds", metavar="OUT", help="write the per-round core bounds to OUT (CSV)")
             sp.add_argument("--cores", type=int, default=len(os.sched_getaffinity(0)),
                             help="the cores the configurations assumed (default: as nproc)")

@@ -25,6 +25,7 @@
 #                     the trainer's row appended there with the columns other_load_cores,
 #                     disturbed (1: above BENCH_MAX_OTHER); repeated while disturbed (BENCH_TRIES)
 #   bench_check_csv CSV       exit 2 unless CSV is absent, empty or a results CSV of this version
+#   bench_check_bounds CSV    exit 2 unless CSV is absent, empty or a bounds CSV (bench_tables.py --bounds)
 #   bench_append NEW CSV      NEW's rows appended to CSV, an older CSV's header upgraded once
 #   append_rows NEW CSV       NEW's rows appended to CSV atomically (header once)
 #   bench_tmp         BENCH_TMP, a temporary directory removed on exit (the EXIT trap)
@@ -310,6 +311,18 @@ bench_check_csv() {
   h=$(head -n 1 "$1") schema=$(bench_results_header)
   [ "$h" = "$schema" ] || [ "$h" = "$schema,$BENCH_COLS" ] ||
     die "$1: not a results CSV of this version (its header: $(cut -c1-60 <<<"$h")...): move it away or give another --csv"
+}
+# bench_check_bounds CSV: before any run, exit 2 (with the reason) unless CSV, which
+# bench_tables.py --bounds rewrites whole after the runs, is missing, empty, or headed by
+# its BOUNDS_HEADER: a file of the user's own in its place is never overwritten
+bench_check_bounds() {
+  local h want
+  [ -s "$1" ] || return 0
+  want=$("$PY" -c 'import sys; sys.path.insert(0, "scripts"); import bench_tables; print(bench_tables.BOUNDS_HEADER)') ||
+    die "cannot read BOUNDS_HEADER from scripts/bench_tables.py"
+  h=$(head -n 1 "$1")
+  [ "$h" = "$want" ] ||
+    die "$1: not a bounds CSV of this suite (its header: $(cut -c1-60 <<<"$h")...): move it away or give another --csv"
 }
 # bench_append NEW CSV: NEW's rows (header: the trainers' schema plus BENCH_COLS) appended
 # to CSV (append_rows). A CSV written before those columns (its header: the schema alone)

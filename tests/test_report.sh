@@ -199,6 +199,25 @@ check "a disturbed row: one sentence at the top says so" "$(sed -n 1,8p "$D2/REP
   eval '[ "$(grep -c "were measured while other processes loaded the machine" "$D2/REPORT.md")" = 1 ] &&
         grep -q "^1 result row of [0-9]* were measured" "$D2/REPORT.md"'
 
+# the first page's fraction of the core bound is the shown configuration's own: another
+# variant's bound rounds (openmp owner in bench-mpi-bounds.csv) give "not measured" for the
+# best mode (the fixture's last mode at T = 2); its own rounds (bench-openmp-bounds.csv) give
+# the median of its speedup / bound, 0.70 of 1.40/2.0, 1.5/2.0, 1.2/1.9, beside its median bound
+D3=$TMP/res-bounds
+cp -r "$D" "$D3"
+best=${modes##*,}
+printf 'trainer,variant,ranks,threads,batch,round,speedup,bound\nopenmp,owner,1,2,64,1,1.0000,1.3600\n' >"$D3/bench-mpi-bounds.csv"
+first_openmp() { "$PY" scripts/report.py --results "$D3" --plots "$P" --out "$D3/REPORT.md" >/dev/null 2>&1; grep -m1 '^| openmp |' "$D3/REPORT.md"; }
+row=$(first_openmp)
+check "first page: only another variant's bound rounds -> the best mode's fraction is 'not measured'" "row: $row" \
+  eval 'grep -qF "| --accum $best, T = 2, batch 64 | 1.40× | not measured |" <<<"$row"'
+{ echo trainer,variant,ranks,threads,batch,round,speedup,bound
+  printf '%s\n' "openmp,$best,1,2,64,1,1.4000,2.0000" "openmp,$best,1,2,64,2,1.5000,2.0000" "openmp,$best,1,2,64,3,1.2000,1.9000"
+} >"$D3/bench-openmp-bounds.csv"
+row=$(first_openmp)
+check "first page: the best mode's own bound rounds -> 0.70 (bound 2.00×)" "row: $row" \
+  eval 'grep -qF "| 1.40× | 0.70 (bound 2.00×) |" <<<"$row"'
+
 # different numbers, different sentence: comm share 0.02/0.4321 = 4.6% vs 0.3/0.9 = 33%
 s1=$(grep -o 'At batch 512, 2 MPI ranks give[^.]*\.[^.]*\.[^;]*;[^;]*;' "$R")
 check "seed 000: sentence from the numbers (4.6%, smaller share)" "got: $s1" grep -qF '(4.6%), a smaller share than' <<<"$s1"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # tests/test_scripts_faults.sh — run_all.sh's and scripts/mpirun.sh's own faults (issue 30:
-# ranges, limits, paths, leftovers).
+# ranges, limits, paths, leftovers), and the bench scripts' own (issue 32: serial-peak,
+# ab-speed, corun, the bounds CSVs, openmp-bench's core bound).
 #   1. Ranges: run_all.sh --cores 999999, --cores 300, a --threads-list or --grid T above
 #      256, PARTRAIN_CORES=999999: one line, exit 2, nothing created; --cores 200 --plan: no
 #      thread count above 256 in any step line. mpirun.sh with P = 10^20 or 70000: one
@@ -60,6 +61,40 @@ if git rev-parse --verify -q HEAD >/dev/null && [ -d data/fashion ]; then
     "exit $rc: $(tail -n 3 <<<"$out")" eval '[ $rc = 0 ] && [ "$(cut -d, -f2 "$TMP/ab.csv" | sort | paste -sd,)" = kind,new,old ] &&
       grep -q "^| serial | [0-9.]* | [0-9.]* | [0-9.]* | " <<<"$out" && grep -q -- "--image-size 14" <<<"$out"'
 else skip "ab-speed: one pair" "not a git checkout, or data/fashion missing (make data)"; fi
+# bench/corun.sh and openmp-bench's core bound (issue 32): bad input; a foreign bounds CSV
+# refused before any run (mpi-bench and cnn-bench check it the same way, lib.sh
+# bench_check_bounds); one small round at C = 2 writes the bound beside every mode
+one_line_exit2 "corun: more copies than CPUs refused" "expected 1..$(nproc)" bench/corun.sh $(( $(nproc) + 1 )) true
+one_line_exit2 "corun: N = 0 refused" "expected 1.." bench/corun.sh 0 true
+one_line_exit2 "corun: an unknown command refused" "no-such-cmd: no such command" bench/corun.sh 1 no-such-cmd
+out=$(bench/corun.sh 1 sh -c 'echo one; exit 3' 2>&1); rc=$?
+check "corun: a failing copy -> exit 1, its output shown with its copy number" "exit $rc: $out" \
+  eval '[ $rc = 1 ] && grep -qx "copy 0: one" <<<"$out" && grep -qF "copy 0 exited 3" <<<"$out"'
+echo "someone,else" >"$TMP/ob-bounds.csv"
+for b in openmp mpi cnn; do   # each script's own prerequisites come first: a bench that cannot start is skipped
+  case $b in
+    openmp) ok=$([ -x openmp/openmp ] && echo 1) ;;
+    mpi) ok=$([ -x mpi/mpi ] && command -v mpirun >/dev/null && echo 1) ;;
+    cnn) ok=$([ -x cnn/cnn ] && command -v mpirun >/dev/null && "${PARTRAIN_PYTHON:-/usr/bin/python3}" -c 'import torch' 2>/dev/null && echo 1) ;;
+  esac
+  if [ "$ok" = 1 ] && [ -d data/fashion ]; then
+    one_line_exit2 "$b-bench: a foreign CSV-bounds.csv refused before any run" "not a bounds CSV" \
+      env PARTRAIN_BENCH_LOCK="$TMP/bench.lock" bench/$b-bench.sh --quick --csv "$TMP/ob.csv"
+  else skip "$b-bench: a foreign bounds CSV" "its trainer, mpirun, PyTorch (cnn) or data/fashion missing"; fi
+done
+check "bench: the foreign bounds CSV untouched, no rows written" "" \
+  eval '[ "$(cat "$TMP/ob-bounds.csv")" = "someone,else" ] && [ ! -e "$TMP/ob.csv" ]'
+rm -f "$TMP/ob-bounds.csv"
+if [ "$(nproc)" -ge 2 ] && [ -x openmp/openmp ] && [ -x serial/serial ] && [ -d data/mnist ]; then
+  out=$(PARTRAIN_BENCH_LOCK="$TMP/bench.lock" timeout 600 bench/openmp-bench.sh --quick --train 640 --data data/mnist \
+        --batches 64 --threads-list 2 --cores 2 --no-torch --csv "$TMP/ob.csv" 2>&1); rc=$?
+  modes=$(openmp/openmp --list-variants | cut -f1 | sort | paste -sd' ')
+  got=$(awk -F, 'NR > 1 && $1 == "openmp" && $4 == 2 && $5 == 64 && $7 > 0 && $8 > 0 { print $2 }' "$TMP/ob-bounds.csv" 2>/dev/null | sort | paste -sd' ')
+  check "openmp-bench --cores 2: the 2 serial copies ran, a bound row per mode ($modes) in CSV-bounds.csv, the table says it" \
+    "exit $rc, bound rows for: '$got': $(grep -A2 'core bound' <<<"$out" | head -n 3)" \
+    eval '[ $rc = 0 ] && [ "$got" = "$modes" ] && grep -q "serial x2 at once b64" <<<"$out" &&
+      grep -qE "^core bound at T=2: .* median [0-9.]+x$" <<<"$out" && grep -qE "^  model +[0-9.]+x serial = [0-9.]+ of the bound" <<<"$out"'
+else skip "openmp-bench: the core bound" "fewer than 2 CPUs, openmp/serial not built or data/mnist missing (make data)"; fi
 one_line_exit2 "run_all --cores 999999 refused" "at most 256" ./run_all.sh --smoke --no-setup --cores 999999 --results "$TMP/bad"
 one_line_exit2 "run_all --cores 300 refused" "at most 256" ./run_all.sh --smoke --no-setup --cores 300 --results "$TMP/bad"
 one_line_exit2 "run_all --cores 10^20 refused" "at most 256" ./run_all.sh --smoke --no-setup --cores 100000000000000000000 --results "$TMP/bad"

@@ -7,10 +7,12 @@ the section it comes from. A reader who stops here has the answer.
 
 Where the numbers come from: each family's sweep CSV (FAMILIES), its speedups against the
 serial rows of the same CSV at the same batch; the per-round core bound from the bench
-scripts' DIR/bench-mpi-bounds.csv and bench-cnn-bounds.csv (BOUNDS: every round's bound and
-same-round speedup for P ranks x 1 thread or 1 rank x T threads; the figure draws the median
-bound at those worker counts, and "fraction of the core bound" is the median over the rounds
-of speedup / bound of the same program at the same workers and batch); PyTorch from any CSV's pytorch rows at the same
+scripts' DIR/bench-mpi-bounds.csv, bench-openmp-bounds.csv and bench-cnn-bounds.csv (BOUNDS:
+every round's bound and same-round speedup for P ranks x 1 thread or 1 rank x T threads; the
+figure draws the median bound of the program at those worker counts, and "fraction of the
+core bound" is the median over the rounds of speedup / bound of the same configuration: the
+program, variant, workers and batch of the row, with that configuration's own median bound,
+"not measured" when no bench round ran it); PyTorch from any CSV's pytorch rows at the same
 batch and training-set size; seconds to the target accuracy from DIR/tta.csv (column
 `seconds_to_target`), "not measured" when it is absent. PyTorch beside a configuration: the
 pytorch rows of the same network (`hidden`), batch, image size and training-set size.
@@ -28,13 +30,14 @@ from reporting.common import Agg, med, num, plural, x
 FAMILIES = (("openmp", "openmp.csv", "serial"), ("mpi", "mpi-strong.csv", "serial"),
             ("hybrid", "hybrid-grid.csv", "serial"), ("cnn", "cnn-timing.csv", "cnn"))
 HEADLINE_BATCH = "64"
-BOUNDS = ("bench-mpi-bounds.csv", "bench-cnn-bounds.csv")   # bench_tables.py --bounds
+BOUNDS = ("bench-mpi-bounds.csv", "bench-openmp-bounds.csv", "bench-cnn-bounds.csv")   # bench_tables.py --bounds
 
 
-def bound_rounds(inp, program, ranks, threads, batch):
+def bound_rounds(inp, program, ranks, threads, batch, variant=None):
     """[(speedup, bound)] of every round in which a bench script measured PROGRAM's core
-    bound at RANKS x THREADS and BATCH (any variant: the bound is the cores' speed, not the
-    strategy's), [] when none did"""
+    bound at RANKS x THREADS and BATCH (VARIANT's rounds only, or any variant's: the bound is
+    the cores' speed, not the strategy's; a row without a variant, as cnn-bench wrote before it
+    named its one, counts as VARIANT's), [] when none did"""
     out = []
     for name in BOUNDS:
         path = inp.path(name)
@@ -42,17 +45,18 @@ def bound_rounds(inp, program, ranks, threads, batch):
             continue
         for r in partrain.read_csv(path, errors="replace"):
             if (r.get("trainer"), r.get("ranks"), r.get("threads"), r.get("batch")) == \
-                    (program, str(ranks), str(threads), str(batch)):
+                    (program, str(ranks), str(threads), str(batch)) and variant in (None, r.get("variant") or variant):
                 sp, b = num(r.get("speedup")), num(r.get("bound"))
                 if sp and b:
                     out.append((sp, b))
     return out
 
 
-def core_bound(inp, a):
+def core_bound(inp, a, own=False):
     """(median bound, median fraction speedup / bound over the rounds) of A's program at A's
-    ranks x threads and batch, or (None, None)"""
-    rounds = bound_rounds(inp, a.program, a.ranks, a.threads, a.batch)
+    ranks x threads and batch (OWN: of A's variant alone, so that the fraction is A's own),
+    or (None, None)"""
+    rounds = bound_rounds(inp, a.program, a.ranks, a.threads, a.batch, a.variant if own else None)
     if not rounds:
         return None, None
     return med([b for _, b in rounds]), med([sp / b for sp, b in rounds])
@@ -183,7 +187,7 @@ def firstpage(d, machine, headings, compare=None):
                "in the same sweep (the CNN over its own 1 × 1); the dotted line is the ideal (speedup = workers)"
                + ("; dashed lines the per-round core bound." if any(b for p in pts.values() for _, _, b, _ in p["points"])
                   else "; no benchmark of this run measured the per-round core bound (bench-mpi-bounds.csv, "
-                       "bench-cnn-bounds.csv)."))
+                       "bench-openmp-bounds.csv, bench-cnn-bounds.csv)."))
     rows, best_of = [], {}
     ser_any = next((p["serial"] for p in pts.values() if p["serial"].program == "serial"), None)
     if ser_any:
@@ -197,7 +201,7 @@ def firstpage(d, machine, headings, compare=None):
         best_of[fam] = (w, sp, bound, a, p)
         torch = pytorch_epoch(i, a)
         tta = seconds_to_target(i, fam)
-        fraction = core_bound(i, a)[1]
+        bound, fraction = core_bound(i, a, own=True)
         rows.append((fam, f"{config_label(a)}, batch {a.batch}", x(sp),
                      f"{fraction:.2f} (bound {bound:.2f}×)" if fraction else "not measured",
                      x(torch.epoch / a.epoch) if torch else "no PyTorch run at this batch",
@@ -239,7 +243,7 @@ def findings(i, machine, pts, best_of, headings):
         else:
             out.append(f"{fam} reaches {sp:.2f}× at {plural(w, 'worker')}, {100 * sp / w:.0f}% of the ideal "
                        f"{w}×{link.get(fam, '')}.")
-        fraction = core_bound(i, a)[1]
+        bound, fraction = core_bound(i, a, own=True)
         if fraction:
             out.append(f"{fam} at {plural(w, 'worker')} reaches {fraction:.2f} of its per-round core bound "
                        f"({bound:.2f}×: what these cores allowed in the bench rounds){link.get(fam, '')}.")
