@@ -22,7 +22,8 @@
  *              rows of W2) and everything that touches them; the small rest of the net
  *              runs whole on every thread's replica. No gradient is ever combined.
  * What moves per step: critical/reduction each thread's gradient (the size of the
- *   model); owner and loop the activations; model layer 2's partial products.
+ *   model); owner and loop the activations; model layer 2's partial products (each
+ *   thread converts the whole batch's input itself).
  * Synchronisation per step: critical 1 critical section + 2 barriers, reduction and owner 2,
  *   loop 3, model 1 barrier. sync_seconds: time in them, summed over the threads.
  * Threads: one `omp parallel` region per epoch; above the cores OMP_WAIT_POLICY=passive
@@ -166,8 +167,8 @@ typedef struct {
     float *grad;                  /* critical/reduction: this thread's gradient, laid out like params;
                                      owner: a block of its slice's sums (slice_block_rows) */
     unsigned char *y;             /* labels of the rows in act[0] */
-    float *x2;                    /* loop: the other input buffer (the next batch is gathered */
-    unsigned char *y2;            /*       during this one's update), and its labels */
+    float *x2;                    /* loop, model: the other input buffer (the next batch is */
+    unsigned char *y2;            /*       gathered during this one's step), and its labels */
     float *part[2];               /* model: this thread's partial layer-2 pre-activations, by step parity */
     float *db;                    /* model: column sums of a dZ (bias gradient) */
 } work;
@@ -617,7 +618,7 @@ static void gather_team(const dataset *d, const uint32_t *idx, int rows, float *
     gather_batch(d, idx + lo, (int)(hi - lo), x + (size_t)lo * d->features, y + lo);
 }
 
-/* loop, model: ask for the rows that gather_team() will copy for thread t, a phase early */
+/* loop: ask for the rows that gather_team() will copy for thread t, a phase early */
 static void prefetch_team(const dataset *d, const uint32_t *idx, int rows, int t, int T) {
     long lo, hi;
     split_units(rows, t, T, 1, &lo, &hi);
@@ -702,7 +703,8 @@ static void model_units(const mlp *m, int t, int T, long *lo, long *hi) {
  * (mlp_replica) and its own buffers ws[t]. Thread t owns hidden units [c0, c1) of layer 1.
  *   1. act[1][:, c0:c1] = activation(x . W[1][:, c0:c1] + b[1][c0:c1])  (its panels of W[1])
  *   2. part_t = act[1][:, c0:c1] . W[2][c0:c1, :]: its share of layer 2's pre-activation
- *   3. gathers its rows of the next batch; barrier (the step's only one)
+ *   3. gathers the whole next batch into its own other input buffer; barrier (the step's
+ *      only one)
  *   4. act[2] = activation(part_0 + part_1 + ... + b[2]), in thread order, then layers
  *      3..L, the softmax and their backward and updates: every thread the same, on the
  *      same numbers, in the same order, so the replicas stay identical (a few percent of
@@ -711,11 +713,11 @@ static void model_units(const mlp *m, int t, int T, long *lo, long *hi) {
  *      old W), then W[2][c0:c1, :] += scale * act[1][:, c0:c1]^T . dZ2
  *   6. its columns of W[1] and b[1] from x and delta[1][:, c0:c1]
  * Per step one thread reads from the others only their partial products (rows x size[2]
- * floats each) and their rows of x. Each element of every product is computed over its
- * whole K in serial's order except layer 2's pre-activation, which is summed in T pieces:
- * T = 1 is serial bit for bit. The buffers a thread reads from the others: x in three
- * rotating buffers (the one written during step s was last read in step s - 2, which every
- * thread finished before the barrier of step s - 1), the partials in two (step parity). */
+ * floats each), in two buffers (step parity). Each element of every product is computed
+ * over its whole K in serial's order except layer 2's pre-activation, which is summed in T
+ * pieces: T = 1 is serial bit for bit. Every thread converts the whole batch itself, into
+ * its own x (with one shared x, each thread gathering its rows, every forward and backward
+ * of layer 1 read the other rows from the other cores: slower than the conversion saved). */
 static void train_step_model(const mlp *v, work *ws, thread_stats *st, const float *x, const unsigned char *y,
                              int rows, float lr, int parity, int t, int T, const dataset *d,
                              const uint32_t *next_idx, int next_rows, float *next_x, unsigned char *next_y) {
@@ -728,9 +730,9 @@ static void train_step_model(const mlp *v, work *ws, thread_stats *st, const flo
     float scale = -lr / (float)rows;
     float *h1 = w->act[1], *part = w->part[parity];
 
-    /* its rows of the next batch are scattered over the training set: ask for them now,
-     * copy them after the forward pass (3) */
-    if (next_rows > 0) TRACE(TRACE_DATA, "prefetch") prefetch_team(d, next_idx, next_rows, t, T);
+    /* the next batch's rows are scattered over the training set: ask for them now, copy
+     * them after the forward pass (3) */
+    if (next_rows > 0) TRACE(TRACE_DATA, "prefetch") prefetch_batch(d, next_idx, next_rows);
 
     /* 1, 2: forward through this thread's hidden units */
     if (own > 0) TRACE(TRACE_COMPUTE, "forward L1") {
@@ -748,7 +750,7 @@ static void train_step_model(const mlp *v, work *ws, thread_stats *st, const flo
         }
     }
     /* 3 */
-    if (next_rows > 0) TRACE(TRACE_DATA, "batch") gather_team(d, next_idx, next_rows, next_x, next_y, t, T);
+    if (next_rows > 0) TRACE(TRACE_DATA, "batch") gather_batch(d, next_idx, next_rows, next_x, next_y);
     team_barrier(st);
 
     /* 4: layer 2's pre-activation from the partials, then the top of the network */
@@ -920,8 +922,6 @@ int main(int argc, char **argv) {
     int n_work = accum == ACCUM_LOOP ? 1 : T;
     if (accum == ACCUM_MODEL && o->n_hidden < 1) options_die(PROGRAM, "--accum model needs at least one hidden layer");
     mlp *views = accum == ACCUM_MODEL ? calloc((size_t)T, sizeof *views) : NULL;
-    float *xs[3] = { NULL, NULL, NULL };   /* model: rotating input buffers */
-    unsigned char *ys[3] = { NULL, NULL, NULL };
     work *ws = calloc((size_t)n_work, sizeof *ws);
     thread_stats *st = aligned_alloc(64, sizeof(thread_stats) * (size_t)T);
     uint32_t *order = malloc(sizeof(uint32_t) * (size_t)train_n);
@@ -935,10 +935,8 @@ int main(int argc, char **argv) {
                mlp_init(&m, train.features, o, accum == ACCUM_CRITICAL, paneled);
     for (int i = 0; i < n_work && !fail; i++)
         fail = work_init(&ws[i], &m, max_rows, data_parallel ? (accum == ACCUM_OWNER ? owner_tile_floats(&m) : m.params_alloc) : 0,
-                         accum == ACCUM_LOOP) ||
+                         paneled) ||
                (accum == ACCUM_MODEL && (work_init_model(&ws[i], &m, (int)o->batch) || mlp_replica(&views[i], &m, i)));
-    for (int i = 0; i < 3 && accum == ACCUM_MODEL && !fail; i++)
-        fail = !(xs[i] = alloc_floats(o->batch * m.size[0])) || !(ys[i] = malloc((size_t)o->batch));
     if (accum == ACCUM_MODEL && !views) fail = 1;
     if (!fail && accum == ACCUM_LOOP && o->batch > KC) fail = !(m.partial = alloc_floats(m.params_alloc));
     if (fail) {
@@ -995,9 +993,11 @@ int main(int argc, char **argv) {
                     trace_step_end(t_step);
                 }
             } else if (accum == ACCUM_MODEL) {
-                /* three input buffers: batch s in xs[s % 3], the next one gathered meanwhile */
-                gather_team(&train, order, (int)(batch < train_n ? batch : train_n), xs[0], ys[0], t, T);
-                team_barrier(&st[t]);
+                /* each thread's two input buffers: batch s in xb[s % 2], the next one gathered meanwhile */
+                work *w = &ws[t];
+                float *xb[2] = { w->act[0], w->x2 };
+                unsigned char *yb[2] = { w->y, w->y2 };
+                gather_batch(&train, order, (int)(batch < train_n ? batch : train_n), xb[0], yb[0]);
                 int s = 0;
                 for (long start = 0; start < train_n; start += batch, s++) {
                     int rows = (int)(train_n - start < batch ? train_n - start : batch);
@@ -1005,8 +1005,8 @@ int main(int argc, char **argv) {
                     long next = start + batch;
                     int next_rows = (int)(next >= train_n ? 0 : train_n - next < batch ? train_n - next : batch);
                     double t_step = trace_step_begin_team(epoch);
-                    train_step_model(&views[t], ws, &st[t], xs[s % 3], ys[s % 3], rows, lr, s & 1, t, T, &train,
-                                     order + (next_rows ? next : 0), next_rows, xs[(s + 1) % 3], ys[(s + 1) % 3]);
+                    train_step_model(&views[t], ws, &st[t], xb[s & 1], yb[s & 1], rows, lr, s & 1, t, T, &train,
+                                     order + (next_rows ? next : 0), next_rows, xb[!(s & 1)], yb[!(s & 1)]);
                     trace_step_end(t_step);
                 }
             } else {
@@ -1067,7 +1067,6 @@ int main(int argc, char **argv) {
 
     for (int i = 0; i < n_work; i++) work_free(&ws[i], &m);
     for (int i = 0; views && i < T; i++) mlp_replica_free(&views[i], &m);
-    for (int i = 0; i < 3; i++) { free(xs[i]); free(ys[i]); }
     free(views);
     mlp_free(&m);
     dataset_free(&train); dataset_free(&test);
