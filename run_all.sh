@@ -255,7 +255,7 @@ if group mpi; then
   step hyperfine-mpi "20 11 1" hyperfine-mpi.json mpi_hyperfine "$(hf_desc mpi "scripts/mpirun.sh $C mpi/mpi --sync allreduce")"
 fi
 if group hybrid; then
-  step hybrid-bench "100 15 1" bench-hybrid.csv hybrid_bench "hybrid vs serial, P x T = $SWEEP_PAIRS, batch 64$(by_mode ' and 512' ' and 512' '') (bench/hybrid-bench.sh$Q) -> $results/bench-hybrid.csv"
+  step hybrid-bench "100 15 1" "bench-hybrid.csv bench-hybrid-bounds.csv" hybrid_bench "hybrid vs serial, P x T = $SWEEP_PAIRS, batch 64$(by_mode ' and 512' ' and 512' '') (bench/hybrid-bench.sh$Q) -> $results/bench-hybrid.csv"
   step hybrid-grid "60 26 3" "hybrid-grid.csv hybrid-grid.dat hybrid-table4.md" hybrid_grid "hybrid: P x T = $SWEEP_GRID ($C cores), batch $(by_mode 512 512 100) (bench/hybrid-grid.sh$Q) -> $results/hybrid-grid.csv, $results/hybrid-table4.md"
   step hyperfine-hybrid "45 20 1" hyperfine-hybrid.json hybrid_hyperfine "$(hf_desc hybrid "hybrid/hybrid 1 rank x $C threads and $C ranks x 1 thread")"
 fi

@@ -156,14 +156,8 @@ for r in $(seq 1 "$runs"); do
   for b in "${batch_list[@]}"; do
     # shellcheck disable=SC2046  # launch's words: env ... taskset -c CPUS
     bench_run "serial b$b" $(launch 1) serial/serial --batch "$b" "${common[@]}"
-    if [ "$corun" -gt 0 ]; then   # the round's core bound: no row, the copies' epochs go to the log
-      BENCH_CSV=""
-      # shellcheck disable=SC2046
-      bench_run "serial x$corun at once b$b" $(launch 1 | sed 's/ taskset.*//') bench/corun.sh "$corun" \
-        serial/serial --batch "$b" "${common[@]}" --csv none
-      BENCH_CSV=$csv
-      echo "$b $(printf '%s\n' "$BENCH_OUT" | sed -n 's/.*| epoch median \([0-9.]*\) s |.*/\1/p' | paste -sd' ')" >>"$corun_log"
-    fi
+    # the round's core bound: C serial copies at once, no row
+    [ "$corun" = 0 ] || bench_corun "$corun" "$corun_log" "$b" serial/serial --batch "$b" "${common[@]}" --csv none
     for T in "${thread_list[@]}"; do
       for v in "${VARIANTS[@]}"; do
         # shellcheck disable=SC2046,SC2086  # launch's words; the variant's flags, e.g. "--accum loop"

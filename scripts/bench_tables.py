@@ -9,7 +9,7 @@ the rows they appended (read by column name through scripts/partrain.py).
                   [--bounds OUT]                                 bench/mpi-bench.sh
   bench_tables.py cnn CSV --since ISO --epochs E --train N --cores-log FILE [--bounds OUT]
                                                                  bench/cnn-bench.sh
-  bench_tables.py hybrid CSV                                     bench/hybrid-bench.sh
+  bench_tables.py hybrid CSV [--corun-log FILE --cores C --bounds OUT]   bench/hybrid-bench.sh
   bench_tables.py hybrid-grid CSV --dat FILE [--table MD --data DIR --batch B --epochs E]
                   [--cores N]                    bench/hybrid-grid.sh, scripts/plot.sh
 A row counts when its timestamp is >= --since, its epochs column equals --epochs and
@@ -90,7 +90,8 @@ def openmp_rounds(rs):
 
 
 def read_corun_log(path):
-    """batch -> per round, the epochs of the C serial copies that ran at once (bench/corun.sh)"""
+    """batch -> per round, the epochs of the C serial copies that ran at once (bench_corun in
+    scripts/lib.sh), in run order"""
     out = {}
     with open(path) as f:
         for line in f:
@@ -99,25 +100,24 @@ def read_corun_log(path):
     return out
 
 
-def openmp_bounds(b, groups, serial_r, corun, cores, out):
-    """the per-round core bound at T = cores (cores x serial's epoch alone / the slowest of the
-    copies at once, same round) and each mode's speedup at T = cores as a fraction of it; the
-    rounds go to OUT as BOUNDS_HEADER tuples"""
+def corun_bounds(b, serial_r, corun, cores, configs, out):
+    """the per-round core bound with CORES workers, CORES x serial's epoch alone / the
+    slowest of the copies at once in the same round (SERIAL_R, CORUN: by round index), and
+    each of CONFIGS' speedups as a fraction of it; CONFIGS: (label, trainer, variant, ranks,
+    threads, [(round, epoch)]); the rounds go to OUT as BOUNDS_HEADER tuples"""
     bound = {k: cores * serial_r[k] / max(eps) for k, eps in enumerate(corun)
              if k in serial_r and len(eps) == cores and min(eps) > 0}
     if not bound:
-        print(f"core bound at T={cores}: not measured (no round ran {cores} serial copies at once)")
+        print(f"core bound at {cores} workers: not measured (no round ran {cores} serial copies at once)")
         return
-    ks = sorted(bound)
-    print(f"core bound at T={cores}: {cores} x serial alone / the slowest of {cores} serial copies at once, "
-          f"per round: {fmt_rounds([bound[k] for k in ks])}, median {med(bound.values()):.2f}x")
-    for key in sorted(k for k in groups if k[0] == "openmp" and k[2] == cores):
-        pairs = [(serial_r[k] / float(r["epoch_seconds_median"]), bound[k]) for k, r in groups[key]
-                 if k in serial_r and k in bound]
+    print(f"core bound at {cores} workers: {cores} x serial alone / the slowest of {cores} serial copies at "
+          f"once, per round: {fmt_rounds([bound[k] for k in sorted(bound)])}, median {med(bound.values()):.2f}x")
+    for label, trainer, variant, ranks, threads, runs_ in configs:
+        pairs = [(serial_r[k] / e, bound[k]) for k, e in runs_ if k in bound and e > 0]
         if not pairs:
             continue
-        out += [("openmp", key[1], 1, cores, b, i, sp, bd) for i, (sp, bd) in enumerate(pairs, 1)]
-        print(f"  {key[1]:<15s} {med(sp for sp, _ in pairs):.2f}x serial = "
+        out += [(trainer, variant, ranks, threads, b, i, sp, bd) for i, (sp, bd) in enumerate(pairs, 1)]
+        print(f"  {label:<15s} {med(sp for sp, _ in pairs):.2f}x serial = "
               f"{med(sp / bd for sp, bd in pairs):.2f} of the bound (rounds: {fmt_rounds([sp / bd for sp, bd in pairs])})")
 
 
@@ -162,7 +162,9 @@ def openmp_batch(b, rs, corun=None, cores=0, bounds=None):
                      f"{'met' if best[2] >= OPENMP_TORCH_TARGET else 'NOT met'})" if tmax == 2 else ""))
         print(line)
     if corun is not None:
-        openmp_bounds(b, groups, serial_r, corun, cores, bounds)
+        corun_bounds(b, serial_r, corun, cores,
+                     [(key[1], "openmp", key[1], 1, cores, [(k, float(r["epoch_seconds_median"])) for k, r in groups[key]])
+                      for key in sorted(k for k in groups if k[0] == "openmp" and k[2] == cores)], bounds)
 
 
 def cmd_openmp(a):
@@ -426,8 +428,12 @@ def cmd_cnn(a):
 
 
 def cmd_hybrid(a):
-    """per batch, the medians of each P x T (hybrid-bench.sh's rows of one invocation)"""
+    """per batch, the medians of each P x T (hybrid-bench.sh's rows of one invocation, in run
+    order: the k-th row of each configuration is round k's) and, with --corun-log, the
+    per-round core bound of the P x T = --cores configurations"""
     rows = partrain.read_csv(a.csv)
+    corun = read_corun_log(a.corun_log) if a.corun_log else None
+    bounds = []
     groups, batches = {}, []
     for r in rows:
         cfg = "serial" if r["program"] == "serial" else f"{r['ranks']}x{r['threads']}"
@@ -452,6 +458,15 @@ def cmd_hybrid(a):
                   f"{partrain.col_median(rs, 'comm_seconds'):10.3f} {partrain.col_median(rs, 'sync_seconds'):12.3f} "
                   f"{base / t:8.2f}x {partrain.runs_cell(rs):>5}")
         print_note([r for cfg in cfgs for r in groups.get((b, cfg), [])])
+        if corun is not None:
+            full = [c for c in cfgs[1:] if int(c.split("x")[0]) * int(c.split("x")[1]) == a.cores]
+            corun_bounds(int(b), {k: float(r["epoch_seconds_median"]) for k, r in enumerate(ser)},
+                         corun.get(int(b), []), a.cores,
+                         [(c, "hybrid", groups[(b, c)][0]["variant"], int(c.split("x")[0]), int(c.split("x")[1]),
+                           [(k, float(r["epoch_seconds_median"])) for k, r in enumerate(groups[(b, c)])]) for c in full],
+                         bounds)
+    if corun is not None:
+        write_bounds(a.bounds, bounds)
     return 0
 
 
@@ -555,6 +570,9 @@ def main(argv):
                             help="the cores the configurations assumed (default: as nproc)")
     sp = sub.add_parser("hybrid")
     sp.add_argument("csv")
+    sp.add_argument("--corun-log", help="bench/hybrid-bench.sh's copies of serial at once, per round")
+    sp.add_argument("--cores", type=int, default=len(os.sched_getaffinity(0)), help="default: as nproc")
+    sp.add_argument("--bounds", metavar="OUT", help="write the per-round core bounds to OUT (CSV)")
     sp = sub.add_parser("hybrid-grid")
     sp.add_argument("csv")
     sp.add_argument("--dat", required=True)

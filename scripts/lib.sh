@@ -24,6 +24,8 @@
 #                     load during it measured (other_load_cores) and, with BENCH_CSV set,
 #                     the trainer's row appended there with the columns other_load_cores,
 #                     disturbed (1: above BENCH_MAX_OTHER); repeated while disturbed (BENCH_TRIES)
+#   bench_corun C LOG B CMD...   C copies of CMD at once (bench/corun.sh), no row: the
+#                     round's core bound, "B epoch-of-each-copy..." appended to LOG
 #   bench_check_csv CSV       exit 2 unless CSV is absent, empty or a results CSV of this version
 #   bench_check_bounds CSV    exit 2 unless CSV is absent, empty or a bounds CSV (bench_tables.py --bounds)
 #   bench_append NEW CSV      NEW's rows appended to CSV, an older CSV's header upgraded once
@@ -287,6 +289,18 @@ bench_run() {
   printf "[%d/%d] %-${BENCH_WIDTH}s %s  [other load %s cores%s]%s\n" "$BENCH_K" "$BENCH_TOTAL" "$label" "$summary" \
     "$BENCH_OTHER" "$([ "$attempt" -eq 1 ] || echo ", attempt $attempt")" "$([ "$BENCH_DISTURBED" = 0 ] || echo " [disturbed]")"
   [ "$BENCH_CUT" -gt 0 ] || printf '%s\n' "$BENCH_OUT" | sed 's/^/  /'
+}
+# bench_corun C LOG B CMD...: one timed run (bench_run, no row) of C copies of CMD at once,
+# copy i on core i (bench/corun.sh): what C cores give with no communication at all; the
+# line "B EPOCH_0 ... EPOCH_C-1" (each copy's "epoch median" from its summary line) is
+# appended to LOG, from which bench_tables.py makes the round's core bound (C x the
+# epoch alone / the slowest copy's)
+bench_corun() {
+  local c=$1 log=$2 b=$3 saved=$BENCH_CSV; shift 3
+  BENCH_CSV=""
+  bench_run "$(basename "$1") x$c at once b$b" bench/corun.sh "$c" "$@"
+  BENCH_CSV=$saved
+  echo "$b $(printf '%s\n' "$BENCH_OUT" | sed -n 's/.*| epoch median \([0-9.]*\) s |.*/\1/p' | paste -sd' ')" >>"$log"
 }
 # bench_mark CSV: CSV (a trainer's rows) with the columns BENCH_COLS added: BENCH_OTHER and
 # BENCH_DISTURBED on every row

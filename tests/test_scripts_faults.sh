@@ -71,15 +71,16 @@ out=$(bench/corun.sh 1 sh -c 'echo one; exit 3' 2>&1); rc=$?
 check "corun: a failing copy -> exit 1, its output shown with its copy number" "exit $rc: $out" \
   eval '[ $rc = 1 ] && grep -qx "copy 0: one" <<<"$out" && grep -qF "copy 0 exited 3" <<<"$out"'
 echo "someone,else" >"$TMP/ob-bounds.csv"
-for b in openmp mpi cnn; do   # each script's own prerequisites come first: a bench that cannot start is skipped
+for b in openmp mpi hybrid cnn; do   # each script's own prerequisites come first: a bench that cannot start is skipped
   case $b in
     openmp) ok=$([ -x openmp/openmp ] && echo 1) ;;
     mpi) ok=$([ -x mpi/mpi ] && command -v mpirun >/dev/null && echo 1) ;;
+    hybrid) ok=$([ -x hybrid/hybrid ] && command -v mpirun >/dev/null && echo 1) ;;
     cnn) ok=$([ -x cnn/cnn ] && command -v mpirun >/dev/null && "${PARTRAIN_PYTHON:-/usr/bin/python3}" -c 'import torch' 2>/dev/null && echo 1) ;;
   esac
   if [ "$ok" = 1 ] && [ -d data/fashion ]; then
     one_line_exit2 "$b-bench: a foreign CSV-bounds.csv refused before any run" "not a bounds CSV" \
-      env PARTRAIN_BENCH_LOCK="$TMP/bench.lock" bench/$b-bench.sh --quick --csv "$TMP/ob.csv"
+      env PARTRAIN_BENCH_LOCK="$TMP/bench.lock" bench/$b-bench.sh --runs 1 --csv "$TMP/ob.csv"
   else skip "$b-bench: a foreign bounds CSV" "its trainer, mpirun, PyTorch (cnn) or data/fashion missing"; fi
 done
 check "bench: the foreign bounds CSV untouched, no rows written" "" \
@@ -93,8 +94,18 @@ if [ "$(nproc)" -ge 2 ] && [ -x openmp/openmp ] && [ -x serial/serial ] && [ -d 
   check "openmp-bench --cores 2: the 2 serial copies ran, a bound row per mode ($modes) in CSV-bounds.csv, the table says it" \
     "exit $rc, bound rows for: '$got': $(grep -A2 'core bound' <<<"$out" | head -n 3)" \
     eval '[ $rc = 0 ] && [ "$got" = "$modes" ] && grep -q "serial x2 at once b64" <<<"$out" &&
-      grep -qE "^core bound at T=2: .* median [0-9.]+x$" <<<"$out" && grep -qE "^  model +[0-9.]+x serial = [0-9.]+ of the bound" <<<"$out"'
+      grep -qE "^core bound at 2 workers: .* median [0-9.]+x$" <<<"$out" && grep -qE "^  model +[0-9.]+x serial = [0-9.]+ of the bound" <<<"$out"'
 else skip "openmp-bench: the core bound" "fewer than 2 CPUs, openmp/serial not built or data/mnist missing (make data)"; fi
+rm -f "$TMP/ob-bounds.csv"
+if [ "$(nproc)" -ge 2 ] && [ -x hybrid/hybrid ] && command -v mpirun >/dev/null && [ -d data/mnist ]; then
+  out=$(PARTRAIN_BENCH_LOCK="$TMP/bench.lock" timeout 600 bench/hybrid-bench.sh --runs 1 --epochs 2 --train 640 --data data/mnist \
+        --batches 64 --cores 2 --csv "$TMP/hb.csv" 2>&1); rc=$?
+  got=$(awk -F, 'NR > 1 && $1 == "hybrid" && $5 == 64 && $7 > 0 && $8 > 0 { print $3 "x" $4 }' "$TMP/hb-bounds.csv" 2>/dev/null | sort | paste -sd' ')
+  check "hybrid-bench --cores 2: the 2 serial copies ran, a bound row for 1x2 and 2x1 in CSV-bounds.csv, the table says it" \
+    "exit $rc, bound rows for: '$got': $(grep -A2 'core bound' <<<"$out" | head -n 3)" \
+    eval '[ $rc = 0 ] && [ "$got" = "1x2 2x1" ] && grep -q "serial x2 at once b64" <<<"$out" &&
+      grep -qE "^core bound at 2 workers: .* median [0-9.]+x$" <<<"$out" && grep -qE "^  2x1 +[0-9.]+x serial = [0-9.]+ of the bound" <<<"$out"'
+else skip "hybrid-bench: the core bound" "fewer than 2 CPUs, hybrid not built, mpirun or data/mnist missing"; fi
 one_line_exit2 "run_all --cores 999999 refused" "at most 256" ./run_all.sh --smoke --no-setup --cores 999999 --results "$TMP/bad"
 one_line_exit2 "run_all --cores 300 refused" "at most 256" ./run_all.sh --smoke --no-setup --cores 300 --results "$TMP/bad"
 one_line_exit2 "run_all --cores 10^20 refused" "at most 256" ./run_all.sh --smoke --no-setup --cores 100000000000000000000 --results "$TMP/bad"
