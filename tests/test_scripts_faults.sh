@@ -86,25 +86,25 @@ done
 check "bench: the foreign bounds CSV untouched, no rows written" "" \
   eval '[ "$(cat "$TMP/ob-bounds.csv")" = "someone,else" ] && [ ! -e "$TMP/ob.csv" ]'
 rm -f "$TMP/ob-bounds.csv"
+# bound_round NAME WANT LABEL CSV CMD...: CMD (a bench at --cores 2, one round, batch 64)
+# exits 0, ran the 2 serial copies, wrote a bound row for each of WANT (CSV-bounds.csv's
+# "variant" for openmp, "PxT" for hybrid) and printed the bound and LABEL's fraction of it
+bound_round() {
+  local name=$1 want=$2 label=$3 bounds=${4%.csv}-bounds.csv out rc got; shift 4
+  out=$(PARTRAIN_BENCH_LOCK="$TMP/bench.lock" timeout 600 "$@" 2>&1); rc=$?
+  got=$(awk -F, 'NR > 1 && $5 == 64 && $7 > 0 && $8 > 0 { print ($1 == "hybrid" ? $3 "x" $4 : $2) }' "$bounds" 2>/dev/null | sort | paste -sd' ')
+  check "$name --cores 2: the 2 serial copies ran, a bound row for each of ($want) in CSV-bounds.csv, the table says it" \
+    "exit $rc, bound rows for: '$got': $(grep -A2 'core bound' <<<"$out" | head -n 3)" \
+    eval '[ $rc = 0 ] && [ "$got" = "$want" ] && grep -q "serial x2 at once b64" <<<"$out" &&
+      grep -qE "^core bound at 2 workers: .* median [0-9.]+x$" <<<"$out" && grep -qE "^  $label +[0-9.]+x serial = [0-9.]+ of the bound" <<<"$out"'
+}
 if [ "$(nproc)" -ge 2 ] && [ -x openmp/openmp ] && [ -x serial/serial ] && [ -d data/mnist ]; then
-  out=$(PARTRAIN_BENCH_LOCK="$TMP/bench.lock" timeout 600 bench/openmp-bench.sh --quick --train 640 --data data/mnist \
-        --batches 64 --threads-list 2 --cores 2 --no-torch --csv "$TMP/ob.csv" 2>&1); rc=$?
-  modes=$(openmp/openmp --list-variants | cut -f1 | sort | paste -sd' ')
-  got=$(awk -F, 'NR > 1 && $1 == "openmp" && $4 == 2 && $5 == 64 && $7 > 0 && $8 > 0 { print $2 }' "$TMP/ob-bounds.csv" 2>/dev/null | sort | paste -sd' ')
-  check "openmp-bench --cores 2: the 2 serial copies ran, a bound row per mode ($modes) in CSV-bounds.csv, the table says it" \
-    "exit $rc, bound rows for: '$got': $(grep -A2 'core bound' <<<"$out" | head -n 3)" \
-    eval '[ $rc = 0 ] && [ "$got" = "$modes" ] && grep -q "serial x2 at once b64" <<<"$out" &&
-      grep -qE "^core bound at 2 workers: .* median [0-9.]+x$" <<<"$out" && grep -qE "^  model +[0-9.]+x serial = [0-9.]+ of the bound" <<<"$out"'
+  bound_round openmp-bench "$(openmp/openmp --list-variants | cut -f1 | sort | paste -sd' ')" model "$TMP/ob.csv" \
+    bench/openmp-bench.sh --quick --train 640 --data data/mnist --batches 64 --threads-list 2 --cores 2 --no-torch --csv "$TMP/ob.csv"
 else skip "openmp-bench: the core bound" "fewer than 2 CPUs, openmp/serial not built or data/mnist missing (make data)"; fi
-rm -f "$TMP/ob-bounds.csv"
 if [ "$(nproc)" -ge 2 ] && [ -x hybrid/hybrid ] && command -v mpirun >/dev/null && [ -d data/mnist ]; then
-  out=$(PARTRAIN_BENCH_LOCK="$TMP/bench.lock" timeout 600 bench/hybrid-bench.sh --runs 1 --epochs 2 --train 640 --data data/mnist \
-        --batches 64 --cores 2 --csv "$TMP/hb.csv" 2>&1); rc=$?
-  got=$(awk -F, 'NR > 1 && $1 == "hybrid" && $5 == 64 && $7 > 0 && $8 > 0 { print $3 "x" $4 }' "$TMP/hb-bounds.csv" 2>/dev/null | sort | paste -sd' ')
-  check "hybrid-bench --cores 2: the 2 serial copies ran, a bound row for 1x2 and 2x1 in CSV-bounds.csv, the table says it" \
-    "exit $rc, bound rows for: '$got': $(grep -A2 'core bound' <<<"$out" | head -n 3)" \
-    eval '[ $rc = 0 ] && [ "$got" = "1x2 2x1" ] && grep -q "serial x2 at once b64" <<<"$out" &&
-      grep -qE "^core bound at 2 workers: .* median [0-9.]+x$" <<<"$out" && grep -qE "^  2x1 +[0-9.]+x serial = [0-9.]+ of the bound" <<<"$out"'
+  bound_round hybrid-bench "1x2 2x1" 2x1 "$TMP/hb.csv" \
+    bench/hybrid-bench.sh --runs 1 --epochs 2 --train 640 --data data/mnist --batches 64 --cores 2 --csv "$TMP/hb.csv"
 else skip "hybrid-bench: the core bound" "fewer than 2 CPUs, hybrid not built, mpirun or data/mnist missing"; fi
 one_line_exit2 "run_all --cores 999999 refused" "at most 256" ./run_all.sh --smoke --no-setup --cores 999999 --results "$TMP/bad"
 one_line_exit2 "run_all --cores 300 refused" "at most 256" ./run_all.sh --smoke --no-setup --cores 300 --results "$TMP/bad"
