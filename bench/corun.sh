@@ -15,7 +15,10 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 . scripts/lib.sh
 
-case ${1:-} in -h|--help) bench_usage; exit 0 ;; esac
+case ${1:-} in
+  -h|--help) bench_usage; exit 0 ;;
+  -*) die "unknown option '$1' (see --help)" ;;
+esac
 [ $# -ge 2 ] || die "usage: bench/corun.sh N CMD [ARGS...] (see --help)"
 n=$1; shift
 cpus=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)   # nproc obeys OMP_NUM_THREADS

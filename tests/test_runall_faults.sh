@@ -145,8 +145,9 @@ busy_bench() {
   n_busy=$(grep -c '^bench: the machine is busy ([0-9]*% of a core of outside load); measuring anyway, rows marked disturbed$' "$TMP/busy.err")
   check "$name on a busy machine: exit 0, says it is busy once" \
     "exit $rc, $n_busy busy lines; stderr: $(tail -c 300 "$TMP/busy.err")" eval '[ $rc = 0 ] && [ $n_busy = 1 ]'
-  runs=$(grep -cE '^\[[0-9]+/[0-9]+\] .*: .*\| ' "$TMP/busy.out")
-  lines=$(grep -E '^\[[0-9]+/[0-9]+\] .*: .*\| ' "$TMP/busy.out" | grep -c '\[disturbed\]$')
+  # (the C serial copies at once of the per-round core bound, "[k/N] serial xC at once", give no row)
+  runs=$(grep -E '^\[[0-9]+/[0-9]+\] .*: .*\| ' "$TMP/busy.out" | grep -vc '^\[[0-9/]*\] serial x[0-9]* at once ')
+  lines=$(grep -E '^\[[0-9]+/[0-9]+\] .*: .*\| ' "$TMP/busy.out" | grep -v '^\[[0-9/]*\] serial x[0-9]* at once ' | grep -c '\[disturbed\]$')
   marked=$("$PY" - "$csv" <<'PY' 2>&1
 import csv, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
