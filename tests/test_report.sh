@@ -202,7 +202,8 @@ check "a disturbed row: one sentence at the top says so" "$(sed -n 1,8p "$D2/REP
 # the first page's fraction of the core bound is the shown configuration's own: another
 # variant's bound rounds (openmp owner in bench-mpi-bounds.csv) give "not measured" for the
 # best mode (the fixture's last mode at T = 2); its own rounds (bench-openmp-bounds.csv) give
-# the median of its speedup / bound, 0.70 of 1.40/2.0, 1.5/2.0, 1.2/1.9, beside its median bound
+# the median of its speedup / bound, 0.70 of 1.40/2.0, 1.5/2.0, 1.2/1.9, beside its median
+# speedup and bound in those rounds
 D3=$TMP/res-bounds
 cp -r "$D" "$D3"
 best=${modes##*,}
@@ -215,8 +216,8 @@ check "first page: only another variant's bound rounds -> the best mode's fracti
   printf '%s\n' "openmp,$best,1,2,64,1,1.4000,2.0000" "openmp,$best,1,2,64,2,1.5000,2.0000" "openmp,$best,1,2,64,3,1.2000,1.9000"
 } >"$D3/bench-openmp-bounds.csv"
 row=$(first_openmp)
-check "first page: the best mode's own bound rounds -> 0.70 (bound 2.00×)" "row: $row" \
-  eval 'grep -qF "| 1.40× | 0.70 (bound 2.00×) |" <<<"$row"'
+check "first page: the best mode's own bound rounds -> 0.70, with their speedup and bound (1.40× of 2.00×)" "row: $row" \
+  eval 'grep -qF "| 1.40× | 0.70 (bench rounds: 1.40× of 2.00×) |" <<<"$row"'
 
 # different numbers, different sentence: comm share 0.02/0.4321 = 4.6% vs 0.3/0.9 = 33%
 s1=$(grep -o 'At batch 512, 2 MPI ranks give[^.]*\.[^.]*\.[^;]*;[^;]*;' "$R")

@@ -11,8 +11,8 @@ scripts' DIR/bench-{mpi,openmp,hybrid,cnn}-bounds.csv (BOUNDS:
 every round's bound and same-round speedup for P ranks x 1 thread or 1 rank x T threads; the
 figure draws the median bound of the program at those worker counts, and "fraction of the
 core bound" is the median over the rounds of speedup / bound of the same configuration: the
-program, variant, workers and batch of the row, with that configuration's own median bound,
-"not measured" when no bench round ran it); PyTorch from any CSV's pytorch rows at the same
+program, variant, workers and batch of the row, with that configuration's own median bound
+and median speedup in those rounds, "not measured" when no bench round ran it); PyTorch from any CSV's pytorch rows at the same
 batch and training-set size; seconds to the target accuracy from DIR/tta.csv (column
 `seconds_to_target`), "not measured" when it is absent. PyTorch beside a configuration: the
 pytorch rows of the same network (`hidden`), batch, image size and training-set size.
@@ -54,13 +54,13 @@ def bound_rounds(inp, program, ranks, threads, batch, variant=None):
 
 
 def core_bound(inp, a, own=False):
-    """(median bound, median fraction speedup / bound over the rounds) of A's program at A's
-    ranks x threads and batch (OWN: of A's variant alone, so that the fraction is A's own),
-    or (None, None)"""
+    """(median bound, median fraction speedup / bound, median speedup) over the bench rounds
+    of A's program at A's ranks x threads and batch (OWN: of A's variant alone, so that the
+    fraction is A's own), or (None, None, None)"""
     rounds = bound_rounds(inp, a.program, a.ranks, a.threads, a.batch, a.variant if own else None)
     if not rounds:
-        return None, None
-    return med([b for _, b in rounds]), med([sp / b for sp, b in rounds])
+        return None, None, None
+    return med([b for _, b in rounds]), med([sp / b for sp, b in rounds]), med([sp for sp, _ in rounds])
 
 
 def batch_of(rows):
@@ -202,9 +202,9 @@ def firstpage(d, machine, headings, compare=None):
         best_of[fam] = (w, sp, bound, a, p)
         torch = pytorch_epoch(i, a)
         tta = seconds_to_target(i, fam)
-        bound, fraction = core_bound(i, a, own=True)
+        bound, fraction, bench_sp = core_bound(i, a, own=True)
         rows.append((fam, f"{config_label(a)}, batch {a.batch}", x(sp),
-                     f"{fraction:.2f} (bound {bound:.2f}×)" if fraction else "not measured",
+                     f"{fraction:.2f} (bench rounds: {bench_sp:.2f}× of {bound:.2f}×)" if fraction else "not measured",
                      x(torch.epoch / a.epoch) if torch else "no PyTorch run at this batch",
                      f"{secs(tta[0])} s (≥ {tta[1]}%, batch {tta[2]})" if tta else "not measured"))
     d.add("### The best configuration per strategy", "")
@@ -244,10 +244,11 @@ def findings(i, machine, pts, best_of, headings):
         else:
             out.append(f"{fam} reaches {sp:.2f}× at {plural(w, 'worker')}, {100 * sp / w:.0f}% of the ideal "
                        f"{w}×{link.get(fam, '')}.")
-        bound, fraction = core_bound(i, a, own=True)
+        bound, fraction, bench_sp = core_bound(i, a, own=True)
         if fraction:
             out.append(f"{fam} at {plural(w, 'worker')} reaches {fraction:.2f} of its per-round core bound "
-                       f"({bound:.2f}×: what these cores allowed in the bench rounds){link.get(fam, '')}.")
+                       f"({bench_sp:.2f}× of {bound:.2f}×: what these cores allowed in the bench rounds, measured "
+                       f"beside it){link.get(fam, '')}.")
     ser = next((p["serial"] for p in pts.values() if p["serial"].program == "serial"), None)
     if ser:
         torch = pytorch_epoch(i, ser)
