@@ -246,7 +246,7 @@ if group serial; then
 fi
 if group openmp; then
   step openmp-bench "600 46 9" "bench-openmp.csv bench-openmp-bounds.csv" openmp_bench "openmp: every --accum mode x T = $(words "$ONE_C") vs serial and PyTorch, batch 64$(by_mode ' and 512' ' and 512, quick subset' ', 1k MNIST digits, 1 run') (bench/openmp-bench.sh) -> $results/bench-openmp.csv"
-  step openmp-sweep "250 20 2" openmp.csv openmp_sweep "openmp: thread sweep T = $(words "$SWEEP_THREADS") per mode ($C cores), batch 64, OMP_WAIT_POLICY=passive above the $REAL_CORES real cores$Q -> $results/openmp.csv"
+  step openmp-sweep "250 20 2" "openmp.csv openmp-bounds.csv" openmp_sweep "openmp: thread sweep T = $(words "$SWEEP_THREADS") per mode ($C cores), batch 64, OMP_WAIT_POLICY=passive above the $REAL_CORES real cores$Q -> $results/openmp.csv"
   step hyperfine-openmp "15 4 1" hyperfine-openmp.json openmp_hyperfine "$(hf_desc openmp "openmp/openmp --threads $C --accum loop, OMP_WAIT_POLICY $([ "$C" -le "$REAL_CORES" ] && echo 'as in the environment' || echo passive)")"
 fi
 if group mpi; then

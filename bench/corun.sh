@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # bench/corun.sh — N copies of one command at once, copy i pinned to core i (taskset -c i):
 # what N cores give when each works alone on its own data, with no communication at all.
-# bench/openmp-bench.sh runs serial this way in every round for its per-round core bound
-# (N x serial's epoch alone / the slowest copy's epoch at once): no strategy that splits
-# one step over N cores can beat N independent copies of the whole step.
+# bench/openmp-bench.sh and bench/hybrid-bench.sh run serial this way in every round for
+# their per-round core bound (N x serial's epoch alone / the slowest copy's epoch at once,
+# bench_corun in scripts/lib.sh): no strategy that splits one step over N cores can beat
+# N independent copies of the whole step.
 #
 # Usage: bench/corun.sh N CMD [ARGS...]
 #   N     copies, 1..the machine's CPUs (nproc): above them the copies would share cores

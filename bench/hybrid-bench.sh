@@ -66,24 +66,20 @@ need_built serial/serial hybrid/hybrid
 need_tools mpirun flock taskset
 [ -d "$data" ] || die "$data missing (run: scripts/get-data.sh)"
 bench_check_csv "$csv"
-bench_check_bounds "${csv%.csv}-bounds.csv"
+bench_corun_init "${csv%.csv}-bounds.csv"   # the per-round core bound: BENCH_CORUN copies of serial
 cores=$(nproc)
-corun=0   # C copies of serial at once per round: the core bound (needs C real cores)
-[ "$SWEEP_CORES" -lt 2 ] || [ "$SWEEP_CORES" -gt "$cores" ] || corun=$SWEEP_CORES
 common=(--data "$data" --epochs "$epochs" --quiet)
 [ "$train" = 0 ] || common+=(--train "$train")
 
 bench_tmp
 rows=$BENCH_TMP/rows.csv   # this invocation's rows, appended to the CSV at the end
-corun_log=$BENCH_TMP/corun.log   # "batch epoch-of-copy-0 ... epoch-of-copy-C-1" per round, in run order
-: >"$corun_log"
-BENCH_CSV=$rows BENCH_TOTAL=$(( runs * $(wc -w <<<"$batches") * (1 + (corun > 0) + ${#CONFIGS[@]}) )) BENCH_WIDTH=16
+BENCH_CSV=$rows BENCH_TOTAL=$(( runs * $(wc -w <<<"$batches") * (1 + (BENCH_CORUN > 0) + ${#CONFIGS[@]}) )) BENCH_WIDTH=16
 echo "hybrid-bench: $data$([ "$train" = 0 ] || echo " (first $train)"), batches $batches, $epochs epochs x $runs runs, P x T ${CONFIGS[*]}," \
      "$SWEEP_CORES cores$([ "$SWEEP_CORES" = "$cores" ] || echo " ($cores real)"); rows -> $csv"
 for _ in $(seq 1 "$runs"); do
   for batch in $batches; do
     bench_run "serial b$batch" taskset -c $((cores > 1 ? 1 : 0)) serial/serial "${common[@]}" --batch "$batch"
-    [ "$corun" = 0 ] || bench_corun "$corun" "$corun_log" "$batch" serial/serial "${common[@]}" --batch "$batch" --csv none
+    bench_corun "$batch" serial/serial "${common[@]}" --batch "$batch" --csv none   # the round's core bound, no row
     for pt in "${CONFIGS[@]}"; do
       p=${pt%x*} t=${pt#*x}
       policy=(); [ $((p * t)) -le "$cores" ] || policy=(OMP_WAIT_POLICY=passive)
@@ -94,8 +90,4 @@ for _ in $(seq 1 "$runs"); do
 done
 bench_append "$rows" "$csv"   # all rows at once: an interrupted run leaves the CSV as it was
 
-if [ "$corun" -gt 0 ]; then
-  "$PY" scripts/bench_tables.py hybrid "$rows" --corun-log "$corun_log" --cores "$corun" --bounds "${csv%.csv}-bounds.csv"
-else
-  "$PY" scripts/bench_tables.py hybrid "$rows"
-fi
+"$PY" scripts/bench_tables.py hybrid "$rows" "${BENCH_BOUND_ARGS[@]}"

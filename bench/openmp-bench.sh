@@ -128,10 +128,7 @@ if [ $torch = 1 ]; then
 fi
 cores=$(nproc)
 bench_check_csv "$csv"
-bounds=${csv%.csv}-bounds.csv
-bench_check_bounds "$bounds"
-corun=0   # C copies of serial at once per round: the core bound (needs C real cores)
-[ "$SWEEP_CORES" -lt 2 ] || [ "$SWEEP_CORES" -gt "$cores" ] || corun=$SWEEP_CORES
+bench_corun_init "${csv%.csv}-bounds.csv"   # the per-round core bound: BENCH_CORUN copies of serial
 
 # env + taskset for a run with T threads: cores 0..T-1 (all cores when T > cores)
 launch() {
@@ -144,20 +141,16 @@ launch() {
 common=(--data "$data" --epochs "$epochs" --quiet)
 [ "$train" -eq 0 ] || common+=(--train "$train")
 [ -n "$since" ] || since=$(utc_now)
-per_set=$(( 1 + (corun > 0) + ${#VARIANTS[@]} * ${#thread_list[@]} + torch * ${#thread_list[@]} ))
+per_set=$(( 1 + (BENCH_CORUN > 0) + ${#VARIANTS[@]} * ${#thread_list[@]} + torch * ${#thread_list[@]} ))
 total=$(( runs * ${#batch_list[@]} * per_set ))
 echo "openmp-bench: $data$([ "$train" -eq 0 ] || echo " (first $train samples)"), batches ${batches}, threads ${threads}, $epochs epochs x $runs runs," \
      "$SWEEP_CORES cores$([ "$SWEEP_CORES" = "$cores" ] || echo " ($cores real)"), torch $torch_version; rows -> $csv"
 BENCH_TOTAL=$total BENCH_CSV=$csv
-bench_tmp
-corun_log=$BENCH_TMP/corun.log   # "batch epoch-of-copy-0 ... epoch-of-copy-C-1" per round, in run order
-: >"$corun_log"
 for r in $(seq 1 "$runs"); do
   for b in "${batch_list[@]}"; do
     # shellcheck disable=SC2046  # launch's words: env ... taskset -c CPUS
     bench_run "serial b$b" $(launch 1) serial/serial --batch "$b" "${common[@]}"
-    # the round's core bound: C serial copies at once, no row
-    [ "$corun" = 0 ] || bench_corun "$corun" "$corun_log" "$b" serial/serial --batch "$b" "${common[@]}" --csv none
+    bench_corun "$b" serial/serial --batch "$b" "${common[@]}" --csv none   # the round's core bound, no row
     for T in "${thread_list[@]}"; do
       for v in "${VARIANTS[@]}"; do
         # shellcheck disable=SC2046,SC2086  # launch's words; the variant's flags, e.g. "--accum loop"
@@ -174,4 +167,4 @@ for r in $(seq 1 "$runs"); do
 done
 
 echo
-if [ "$corun" -gt 0 ]; then summarize --corun-log "$corun_log" --cores "$corun" --bounds "$bounds"; else summarize; fi
+summarize "${BENCH_BOUND_ARGS[@]}"

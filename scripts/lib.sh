@@ -24,8 +24,11 @@
 #                     load during it measured (other_load_cores) and, with BENCH_CSV set,
 #                     the trainer's row appended there with the columns other_load_cores,
 #                     disturbed (1: above BENCH_MAX_OTHER); repeated while disturbed (BENCH_TRIES)
-#   bench_corun C LOG B CMD...   C copies of CMD at once (bench/corun.sh), no row: the
-#                     round's core bound, "B epoch-of-each-copy..." appended to LOG
+#   bench_corun_init BOUNDS   the per-round core bound of openmp-bench and hybrid-bench:
+#                     BENCH_CORUN (C, or 0 when C < 2 or above the real cores), its log, and
+#                     BENCH_BOUND_ARGS for bench_tables.py (writing BOUNDS, checked first)
+#   bench_corun B CMD...   C copies of CMD at once (bench/corun.sh), no row: the round's
+#                     core bound at batch B, "B epoch-of-each-copy..." appended to the log
 #   bench_check_csv CSV       exit 2 unless CSV is absent, empty or a results CSV of this version
 #   bench_check_bounds CSV    exit 2 unless CSV is absent, empty or a bounds CSV (bench_tables.py --bounds)
 #   bench_append NEW CSV      NEW's rows appended to CSV, an older CSV's header upgraded once
@@ -290,17 +293,30 @@ bench_run() {
     "$BENCH_OTHER" "$([ "$attempt" -eq 1 ] || echo ", attempt $attempt")" "$([ "$BENCH_DISTURBED" = 0 ] || echo " [disturbed]")"
   [ "$BENCH_CUT" -gt 0 ] || printf '%s\n' "$BENCH_OUT" | sed 's/^/  /'
 }
-# bench_corun C LOG B CMD...: one timed run (bench_run, no row) of C copies of CMD at once,
-# copy i on core i (bench/corun.sh): what C cores give with no communication at all; the
-# line "B EPOCH_0 ... EPOCH_C-1" (each copy's "epoch median" from its summary line) is
-# appended to LOG, from which bench_tables.py makes the round's core bound (C x the
-# epoch alone / the slowest copy's)
+# bench_corun_init BOUNDS: before any run, BOUNDS (CSV-bounds.csv) checked
+# (bench_check_bounds); BENCH_CORUN = C (SWEEP_CORES) when 2 <= C <= the real cores, else 0
+# (no bound: C copies above the cores would share them); BENCH_CORUN_LOG emptied; and
+# BENCH_BOUND_ARGS, the bound's options of bench_tables.py (empty when BENCH_CORUN is 0)
+bench_corun_init() {
+  bench_check_bounds "$1"
+  bench_tmp
+  BENCH_CORUN=0 BENCH_CORUN_LOG=$BENCH_TMP/corun.log BENCH_BOUND_ARGS=()
+  : >"$BENCH_CORUN_LOG"
+  [ "$SWEEP_CORES" -lt 2 ] || [ "$SWEEP_CORES" -gt "$(nproc)" ] || BENCH_CORUN=$SWEEP_CORES
+  [ "$BENCH_CORUN" = 0 ] || BENCH_BOUND_ARGS=(--corun-log "$BENCH_CORUN_LOG" --cores "$BENCH_CORUN" --bounds "$1")
+}
+# bench_corun B CMD...: (nothing when BENCH_CORUN is 0) one timed run (bench_run, no row)
+# of BENCH_CORUN copies of CMD at once, copy i on core i (bench/corun.sh): what the cores
+# give with no communication at all; the line "B EPOCH_0 ... EPOCH_C-1" (each copy's
+# "epoch median" from its summary line) is appended to BENCH_CORUN_LOG, from which
+# bench_tables.py makes the round's core bound (C x the epoch alone / the slowest copy's)
 bench_corun() {
-  local c=$1 log=$2 b=$3 saved=$BENCH_CSV; shift 3
+  [ "$BENCH_CORUN" != 0 ] || return 0
+  local b=$1 saved=$BENCH_CSV; shift
   BENCH_CSV=""
-  bench_run "$(basename "$1") x$c at once b$b" bench/corun.sh "$c" "$@"
+  bench_run "$(basename "$1") x$BENCH_CORUN at once b$b" bench/corun.sh "$BENCH_CORUN" "$@"
   BENCH_CSV=$saved
-  echo "$b $(printf '%s\n' "$BENCH_OUT" | sed -n 's/.*| epoch median \([0-9.]*\) s |.*/\1/p' | paste -sd' ')" >>"$log"
+  echo "$b $(printf '%s\n' "$BENCH_OUT" | sed -n 's/.*| epoch median \([0-9.]*\) s |.*/\1/p' | paste -sd' ')" >>"$BENCH_CORUN_LOG"
 }
 # bench_mark CSV: CSV (a trainer's rows) with the columns BENCH_COLS added: BENCH_OTHER and
 # BENCH_DISTURBED on every row

@@ -216,7 +216,7 @@ d, t2 = sys.argv[1], sys.argv[2]
 header = partrain.results_header()
 bad = []
 # scripts/trace_summary.py's trace-summary.csv, bench/comm.sh's comm.csv and the bench
-# scripts' per-round core bounds (bench-{mpi,openmp,hybrid,cnn}-bounds.csv) have schemas of their own
+# scripts' per-round core bounds (bench-{mpi,openmp,hybrid,cnn}-bounds.csv, openmp-bounds.csv) have schemas of their own
 # (docs/tracing-figures.md; docs/comm.md, shared with scripts/model.py; bench_tables.py)
 trace_header = list(trace_summary.CSV_HEADER)
 comm_header = "transport,op,ranks,nodes,ranks_per_node,bytes,repeat,warmup,iterations,min_us,avg_us,max_us,algbw_gbs,busbw_gbs,timestamp".split(",")
@@ -225,6 +225,7 @@ for p in sorted(glob.glob(os.path.join(d, "*.csv"))):
     own = {"comm.csv": (comm_header, "bench/comm"), "trace-summary.csv": (trace_header, "scripts/trace_summary.py"),
            "bench-mpi-bounds.csv": (bench_tables.BOUNDS_HEADER.split(","), "scripts/bench_tables.py --bounds"),
            "bench-openmp-bounds.csv": (bench_tables.BOUNDS_HEADER.split(","), "scripts/bench_tables.py --bounds"),
+           "openmp-bounds.csv": (bench_tables.BOUNDS_HEADER.split(","), "scripts/bench_tables.py --bounds"),
            "bench-hybrid-bounds.csv": (bench_tables.BOUNDS_HEADER.split(","), "scripts/bench_tables.py --bounds"),
            "bench-cnn-bounds.csv": (bench_tables.BOUNDS_HEADER.split(","), "scripts/bench_tables.py --bounds")}
     if name in own:

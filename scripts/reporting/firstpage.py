@@ -7,7 +7,7 @@ the section it comes from. A reader who stops here has the answer.
 
 Where the numbers come from: each family's sweep CSV (FAMILIES), its speedups against the
 serial rows of the same CSV at the same batch; the per-round core bound from the bench
-scripts' DIR/bench-{mpi,openmp,hybrid,cnn}-bounds.csv (BOUNDS:
+scripts' DIR/bench-{mpi,openmp,hybrid,cnn}-bounds.csv and the openmp sweep's openmp-bounds.csv (BOUNDS:
 every round's bound and same-round speedup for P ranks x 1 thread or 1 rank x T threads; the
 figure draws the median bound of the program at those worker counts, and "fraction of the
 core bound" is the median over the rounds of speedup / bound of the same configuration: the
@@ -30,8 +30,8 @@ from reporting.common import Agg, med, num, plural, x
 FAMILIES = (("openmp", "openmp.csv", "serial"), ("mpi", "mpi-strong.csv", "serial"),
             ("hybrid", "hybrid-grid.csv", "serial"), ("cnn", "cnn-timing.csv", "cnn"))
 HEADLINE_BATCH = "64"
-BOUNDS = ("bench-mpi-bounds.csv", "bench-openmp-bounds.csv", "bench-hybrid-bounds.csv",
-          "bench-cnn-bounds.csv")   # bench_tables.py --bounds
+BOUNDS = ("bench-mpi-bounds.csv", "bench-openmp-bounds.csv", "openmp-bounds.csv",   # bench_tables.py --bounds
+          "bench-hybrid-bounds.csv", "bench-cnn-bounds.csv")                        # (openmp-bounds: the sweep's)
 
 
 def bound_rounds(inp, program, ranks, threads, batch, variant=None):
