@@ -24,8 +24,8 @@
 # disturbed rows).
 # MPI+MPI vs MPI+OpenMP: each round also runs openmp/openmp --accum reduction and --accum
 # owner --threads C (cores 0..C-1, taskset), so that the table after it sets mpi/shm
-# and allreduce at P = C beside C threads (owner: shm's scheme, reduction: the same bits
-# through per-thread gradient buffers): per batch, the median over the rounds of serial's epoch over
+# and allreduce at P = C beside C threads (owner: shm's scheme and bits, serial's;
+# reduction: the same slices through per-thread gradient buffers): per batch, the median over the rounds of serial's epoch over
 # each one's in the same round (a round: the k-th run of every configuration; this VM's
 # speed drifts between stretches of seconds, which a same-round ratio largely cancels),
 # and the per-round core bound, measured as bench/cnn-bench.sh does: every mpi run prints

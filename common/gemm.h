@@ -20,7 +20,9 @@
  *   act         relu / leaky-relu of the result    (forward)
  *   deriv       times act'(H[i][j]) where H has C's shape and ldc (backward)
  * Supported combinations: accumulate alone (update), bias and/or act (forward), deriv
- * alone (backward); matmul_continue() goes on with the sums already in C.
+ * alone (backward); matmul_continue() goes on with the sums already in C; matmul_from()
+ * starts them from a scratch P and ends in the update or the plain sums (a K split between
+ * calls: common/owner.h).
  *
  * The including file must include <immintrin.h> (when __AVX512F__), <math.h>,
  * <stdlib.h>, <string.h> and options.h (ACT_*, LEAKY_RELU_SLOPE) first; it may define
@@ -310,6 +312,25 @@ static __attribute__((unused)) void
 matmul_continue(int M, int N, int K, const float *A, long a_row, long a_col,
                 const float *B, long ldb, float *C, long ldc) {
     matmul_tiles(EPI_CONTINUE, M, N, K, A, a_row, a_col, B, ldb, C, ldc, &EPI_PLAIN);
+}
+
+/* The product's sums started from P (M x N, leading dimension ldp) instead of zero, then
+ * e's epilogue into C: the update (C + alpha * sums) or the plain sums (alpha = 1). One
+ * chain of fused multiply-adds per element over a K that was split between calls (the
+ * owner's sums over every worker's rows, common/owner.h, go on in P from one worker's rows
+ * to the next). P is scratch: over more than KC rows of K, the blocks before the last go
+ * on in it. */
+static __attribute__((unused)) void
+matmul_from(float *P, long ldp, int M, int N, int K, const float *A, long a_row, long a_col,
+            const float *B, long ldb, float *C, long ldc, const epilogue *e) {
+    int before = K > KC ? (K - 1) / KC * KC : 0;
+    if (before) matmul_continue(M, N, before, A, a_row, a_col, B, ldb, P, ldp);
+    A += (long)before * a_col;
+    B += (long)before * ldb;
+    if (e->accumulate) matmul_block(EPI_UPDATE, M, N, K - before, A, a_row, a_col, B, ldb, C, ldc, e, P, ldp);
+    else if (!e->bias && e->act == ACT_NONE && !e->deriv)
+        matmul_block(EPI_STORE, M, N, K - before, A, a_row, a_col, B, ldb, C, ldc, e, P, ldp);
+    else { fprintf(stderr, "gemm: internal error: matmul_from takes the update or the plain sums\n"); exit(1); }
 }
 
 #ifdef HAVE_CBLAS

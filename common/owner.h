@@ -2,7 +2,7 @@
  * common/owner.h — the owner-computes scheme's sums (header-only), used verbatim by
  * openmp --accum owner's threads and mpi/shm's ranks: the worker that owns a slice of the
  * parameters forms the slice's gradient sums itself, from every worker's activations and
- * dZ, in worker order (the bits of common/maths.h's sum_update()).
+ * dZ, as one chain over the workers' rows in order (serial's chain, serial's bits).
  */
 #ifndef PARTRAIN_OWNER_H
 #define PARTRAIN_OWNER_H
@@ -11,44 +11,49 @@
 
 #include "gemm.h"
 
-/* The owner-computes form of maths.h's fixed-order sums (mpi/shm, openmp --accum owner): the
- * worker that owns a slice of the parameters forms the slice's gradient sums itself from
- * every worker's activations and dZ, instead of reading every worker's whole gradient.
- * Rows of W per block: a block of the sums (rows x out floats) stays in L1 (24 KB) while
- * every worker's part is added to it; a multiple of the kernel's 6-row tile. */
+/* Rows of W per block of a slice's sums: the block (rows x out floats) stays in L1 (24 KB)
+ * while every worker's rows are summed into it; a multiple of the kernel's 6-row tile. */
 static inline int slice_block_rows(int out) {
     int r = 6144 / out / 6 * 6;
     return r < 6 ? 6 : r;
 }
 
-static const epilogue EPI_ADD = { 1.0f, 1, NULL, ACT_NONE, NULL, ACT_NONE };   /* C = fmaf(1, acc, C) = C + acc */
-
-/* tile (rows x out) = rows r0.. of a layer's weight gradient (W: in x out) summed over
- * the ng workers: worker u's sums act_u^T . dz_u over its own n[u] rows (act_u: n[u] x
- * in, dz_u: n[u] x out) by the kernel's chain, as in its own plain gradient, then added
- * in worker order, as sum_update() and sum_in_order() add the workers' buffers: the same
- * bits. ng = 0 (a short batch left these workers no rows): zeros. */
-static inline void slice_gradient_block(float *restrict tile, int rows, int out, long r0, int in,
-                                        const float *const *act, const float *const *dz, const int *n, int ng) {
-    if (ng == 0) { memset(tile, 0, sizeof(float) * (size_t)rows * (size_t)out); return; }
-    for (int u = 0; u < ng; u++)
-        matmul(rows, out, n[u], act[u] + r0, 1, in, dz[u], out, tile, out, u ? &EPI_ADD : &EPI_PLAIN);
+/* C (rows x out, leading dimension out) = e's epilogue of rows r0.. of a layer's weight
+ * gradient summed over the ng workers' rows, act_u^T . dz_u (act_u: n[u] x in, dz_u: n[u] x
+ * out), as ONE chain of fused multiply-adds per element: worker u's rows go on from the
+ * sums of the workers before it (in tile, rows x out scratch). The workers' rows are the
+ * batch's rows in order, so this is serial's chain over the whole batch: the same bits.
+ * e: the update (C = W's rows) or the plain sums (C = a node sum). ng = 0 (a short batch
+ * left these workers no rows): a zero gradient (W unchanged; the plain sums: zeros). */
+static inline void slice_gradient_block(float *restrict C, const epilogue *e, float *restrict tile, int rows, int out,
+                                        long r0, int in, const float *const *act, const float *const *dz,
+                                        const int *n, int ng) {
+    if (ng == 0) {
+        if (!e->accumulate) memset(C, 0, sizeof(float) * (size_t)rows * (size_t)out);
+        return;
+    }
+    for (int u = 0; u < ng - 1; u++)
+        if (u == 0) matmul(rows, out, n[u], act[u] + r0, 1, in, dz[u], out, tile, out, &EPI_PLAIN);
+        else matmul_continue(rows, out, n[u], act[u] + r0, 1, in, dz[u], out, tile, out);
+    int last = ng - 1;
+    if (last == 0) matmul(rows, out, n[0], act[0] + r0, 1, in, dz[0], out, C, out, e);
+    else matmul_from(tile, out, rows, out, n[last], act[last] + r0, 1, in, dz[last], out, C, out, e);
 }
 
-/* s[j - j0], j in [j0, j1): the bias part, worker u's column sums of dz_u (from 0, its
- * rows in order, as its own gradient's) added in worker order. */
+/* s[j - j0], j in [j0, j1): the bias part, the column sums of every worker's dz_u over
+ * its rows, worker after worker, as serial sums the batch's rows (from 0, in order): the
+ * same bits. */
 static inline void slice_bias_sums(float *restrict s, long j0, long j1, int out,
                                    const float *const *dz, const int *n, int ng) {
-    for (long j = j0; j < j1; j++) s[j - j0] = 0.0f;
-    for (int u = 0; u < ng; u++)
-        for (long c0 = j0; c0 < j1; c0 += 16) {
-            float part[16];
-            int c = (int)(j1 - c0 < 16 ? j1 - c0 : 16);
-            for (int j = 0; j < c; j++) part[j] = 0.0f;
+    for (long c0 = j0; c0 < j1; c0 += 16) {
+        float part[16];
+        int c = (int)(j1 - c0 < 16 ? j1 - c0 : 16);
+        for (int j = 0; j < c; j++) part[j] = 0.0f;
+        for (int u = 0; u < ng; u++)
             for (int i = 0; i < n[u]; i++)
                 for (int j = 0; j < c; j++) part[j] += dz[u][(long)i * out + c0 + j];
-            for (int j = 0; j < c; j++) s[c0 - j0 + j] = u ? s[c0 - j0 + j] + part[j] : part[j];
-        }
+        for (int j = 0; j < c; j++) s[c0 - j0 + j] = part[j];
+    }
 }
 
 #endif

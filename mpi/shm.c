@@ -9,18 +9,17 @@
  * contiguous parts, as in mpi/mpi. Each rank's backward computes only its deltas; node
  * barrier; node rank t forms the gradient sums of its slice of the parameters (openmp
  * reduction's slices, common/owner.h) from the activations and deltas of the ranks that
- * had rows, rank u's part over u's rows, added in node-rank order, and applies serial's
- * update to it in place; node barrier; every forward reads the shared parameters.
+ * had rows, one chain over rank 0's rows, then rank 1's, ..., ending in serial's update
+ * of the slice in place; node barrier; every forward reads the shared parameters.
  * Communicated: within a node nothing is copied through MPI and no gradient crosses
  * between cores: each rank reads the others' activations and deltas and the P-1 slices
  * of the parameters they updated. Across nodes the slices are summed into a node sum
  * buffer in the window and the node leaders MPI_Allreduce it (the hierarchical scheme:
  * it works for nodes of unequal size, e.g. 3 + 1, where a per-slice allreduce among
  * same-local-rank ranks would need the same slicing on every node) before the update:
- * 4 node barriers a step. One node: P ranks give the parameters of openmp --accum
- * reduction and of --accum owner (this scheme with threads) --threads P bit for bit (the
- * same row split, the same sums in the same order; the per-epoch totals are summed in
- * rank order for that too).
+ * 4 node barriers a step. One node: P ranks give serial's parameters bit for bit (the
+ * batch's rows in order, one chain per parameter), as openmp --accum owner (this scheme
+ * with threads) does at any T; the per-epoch totals are summed in rank order.
  * Memory model: the window must be MPI_WIN_UNIFIED (checked; public and private copies
  * are the same memory), and every rank holds one passive-target epoch on it for the whole
  * run (MPI_Win_lock_all(MPI_MODE_NOCHECK): no lock is taken, it only makes MPI_Win_sync
@@ -360,7 +359,7 @@ static void shm_resumed(const mlp *m) {
     node_sync();
 }
 
-/* What the slice's sums become: one node, serial's update of the parameters in place;
+/* What the slice's bias sums become: one node, serial's update of the parameters in place;
  * nodes > 1, the node sum (updated from after the leaders' allreduce). */
 static void shm_finish(float *restrict param, float *restrict node_sum, const float *restrict s, long n, float scale) {
     if (node_sum) memcpy(node_sum, s, sizeof(float) * (size_t)n);
@@ -370,14 +369,18 @@ static void shm_finish(float *restrict param, float *restrict node_sum, const fl
 /* The step's exchange and update, after every rank's backward has left its activations and deltas in the
  * window: node rank t owns a slice of the parameters (openmp reduction's: rows of each W,
  * columns of each b, in units of 16 floats) and forms its gradient sums itself, from the
- * buffers of the node's ranks that had rows: rank u's sums over its own rows with the
- * same kernel call per element as openmp reduction's thread u (the same chain of fmaf
- * over the same rows), added in node-rank order. A block of rows of the slice at a time,
+ * buffers of the node's ranks that had rows: one chain of fmaf per element over node rank
+ * 0's rows, going on over rank 1's, ... (common/owner.h), the last ending in the update
+ * epilogue into W (or, nodes > 1, the plain sums into the node sum). One node: the
+ * batch's rows in order, serial's chain and bits. A block of rows of the slice at a time,
  * so the sums never leave this core's L1 and no gradient crosses between cores: each
  * rank reads the others' activations and deltas (a few hundred KB) instead of their
  * gradients (the model's size). Across nodes through the node sum. */
 static void exchange_and_update(mlp *m, float scale, int batch_rows) {
     int t = hier.node_rank, T = hier.node_size, L = m->n_layers, ng = 0, *active = shm.active;
+    epilogue update = EPI_PLAIN;
+    update.alpha = scale;
+    update.accumulate = 1;
     for (int k = 0; k < T; k++) {
         long lo, count;
         shard(batch_rows, shm.world[k], nranks, &lo, &count);
@@ -395,9 +398,9 @@ static void exchange_and_update(mlp *m, float scale, int batch_rows) {
         }
         for (long r0 = i0; r0 < i1; r0 += block) {   /* gW[l], its rows r0.. */
             int rows = (int)(i1 - r0 < block ? i1 - r0 : block);
-            slice_gradient_block(shm.tile, rows, out, r0, in, shm.a, shm.d, shm.rows, ng);
             long at = w + r0 * out;
-            shm_finish(m->params + at, shm.sum ? shm.sum + at : NULL, shm.tile, (long)rows * out, scale);
+            slice_gradient_block(shm.sum ? shm.sum + at : m->params + at, shm.sum ? &EPI_PLAIN : &update,
+                                 shm.tile, rows, out, r0, in, shm.a, shm.d, shm.rows, ng);
         }
         slice_bias_sums(shm.tile, j0, j1, out, shm.d, shm.rows, ng);   /* gb[l], its columns j0..j1 */
         shm_finish(m->params + b + j0, shm.sum ? shm.sum + b + j0 : NULL, shm.tile, j1 - j0, scale);

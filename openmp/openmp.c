@@ -9,11 +9,11 @@
  *              thread updates its slice of the parameters (seed report 001, listing 1).
  *   reduction  the same without a lock: thread t sums its parameter slice over the
  *              threads' buffers in thread order (fixed order: bit-identical reruns).
- *   owner      reduction's sums, formed where they are used: after backward (deltas
- *              only) thread t computes its parameter slice's gradient from every
- *              thread's activations and dZ, thread u's part over u's rows, added in
- *              thread order; no gradient buffer (reduction's bits, its cross-core
- *              traffic cut from the model's size to the batch's activations).
+ *   owner      reduction's slices, their sums formed where they are used: after backward
+ *              (deltas only) thread t computes its parameter slice's gradient from every
+ *              thread's activations and dZ, one chain over thread 0's rows, then 1's, ...
+ *              (serial's chain over the batch: serial's bits); no gradient buffer (the
+ *              cross-core traffic cut from the model's size to the batch's activations).
  *   loop       one model and one set of activations, every loop of the step split over
  *              the team (seed report 000): products tile by tile by column panels of W,
  *              row-wise work by rows; each element is computed by one thread in serial's
@@ -70,7 +70,7 @@
 #define ACCUM_MODES(X) \
     X(ACCUM_CRITICAL,  "critical",  "critical",  "batch slices, gradients summed in omp critical") \
     X(ACCUM_REDUCTION, "reduction", "reduction", "batch slices, lock-free fixed-order sum per parameter slice") \
-    X(ACCUM_OWNER,     "owner",     "owner",     "batch slices, each thread forms its parameter slice's sums from all rows (reduction's bits)") \
+    X(ACCUM_OWNER,     "owner",     "owner",     "batch slices, each thread forms its parameter slice's sums from all rows (serial's bits)") \
     X(ACCUM_LOOP,      "loop",      "loop",      "one model, every product split over the threads") \
     X(ACCUM_MODEL,     "model",     "model",     "each thread owns a slice of layer 1's hidden units")
 enum accum_kind { ACCUM_MODES(VARIANT_ENUM) N_ACCUM };
@@ -491,12 +491,16 @@ static void update_slice(mlp *m, float *const *g, int ng, float scale, int t, in
 
 /* owner: thread t's slice of the parameters (update_slice's) updated from the gradient
  * sums it forms itself from the `active` threads' rows (slice_gradient_block in
- * common/maths.h: thread u's sums over its rows, added in thread order, block by block in
- * t's own tile), so the bits are reduction's; then its rows of W[l]^T, as update_slice. */
+ * common/owner.h: one chain over thread 0's rows, then 1's, ..., block by block in t's
+ * own tile, ending in the update epilogue), so the bits are serial's; then its rows of
+ * W[l]^T, as update_slice. */
 static void update_owned(mlp *m, const work *ws, int batch_rows, int active, float scale, int t, int T) {
     int L = m->n_layers, n[MAX_THREADS];
     const float *a[MAX_THREADS], *d[MAX_THREADS];
     float *restrict tile = ws[t].grad;
+    epilogue update = EPI_PLAIN;
+    update.alpha = scale;
+    update.accumulate = 1;
     for (int u = 0; u < active; u++) {
         long lo, hi;
         split_units(batch_rows, u, T, 1, &lo, &hi);
@@ -513,9 +517,7 @@ static void update_owned(mlp *m, const work *ws, int batch_rows, int active, flo
         }
         for (long r0 = i0; r0 < i1; r0 += block) {
             int rows = (int)(i1 - r0 < block ? i1 - r0 : block);
-            slice_gradient_block(tile, rows, out, r0, in, a, d, n, active);
-            float *restrict wp = m->W[l] + r0 * out;
-            for (long i = 0; i < (long)rows * out; i++) wp[i] = fmaf(scale, tile[i], wp[i]);
+            slice_gradient_block(m->W[l] + r0 * out, &update, tile, rows, out, r0, in, a, d, n, active);
         }
         slice_bias_sums(tile, j0, j1, out, d, n, active);
         for (long j = j0; j < j1; j++) m->b[l][j] = fmaf(scale, tile[j - j0], m->b[l][j]);

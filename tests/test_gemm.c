@@ -169,6 +169,41 @@ static void test_tiles_by_hand(void) {
     free(A); free(B); free(bias); free(C); free(F); free(P);
 }
 
+/* The owner's way (common/owner.h): K cut into parts (the workers' rows), the first part's
+ * plain sums into a scratch P, the middle parts continued in P, the last part started from
+ * P with the epilogue into C (matmul_from): the fmaf chain over all of K, bit for bit,
+ * for the update and the plain sums, both layouts of A, parts shorter and longer than KC. */
+static void test_from(void) {
+    int M = 24, N = 150, parts[][3] = {{32, 32, 0}, {1, 1, 1}, {KC + 37, 5, 2 * KC + 1}, {3, KC, 0}};
+    int nparts = (int)(sizeof parts / sizeof parts[0]), differ = 0, cases = 0;
+    for (int c = 0; c < nparts; c++) {
+        int K = parts[c][0] + parts[c][1] + parts[c][2];
+        float *A = malloc(sizeof(float) * M * K), *B = malloc(sizeof(float) * K * N);
+        float *C = malloc(sizeof(float) * M * N), *F = malloc(sizeof(float) * M * N), *P = malloc(sizeof(float) * M * N);
+        fill(A, (long)M * K, 40 + c); fill(B, (long)K * N, 50 + c);
+        for (int layout = 0; layout < 2; layout++)
+            for (int m = 0; m < 9; m += 8) {   /* store (alpha 0.25), update */
+                epilogue e = mode_epilogue(m, NULL, NULL);
+                long a_row = layout ? 1 : K, a_col = layout ? M : 1;
+                int n = parts[c][2] ? 3 : 2;
+                fill(C, (long)M * N, 60 + c);
+                memcpy(F, C, sizeof(float) * M * N);
+                for (int p = 0, k0 = 0; p < n; k0 += parts[c][p], p++) {
+                    const float *Ap = A + (long)k0 * a_col, *Bp = B + (long)k0 * N;
+                    if (p == n - 1) matmul_from(P, N, M, N, parts[c][p], Ap, a_row, a_col, Bp, N, C, N, &e);
+                    else if (p == 0) matmul(M, N, parts[c][p], Ap, a_row, a_col, Bp, N, P, N, &EPI_PLAIN);
+                    else matmul_continue(M, N, parts[c][p], Ap, a_row, a_col, Bp, N, P, N);
+                }
+                chain_product(m, M, N, K, A, a_row, a_col, B, F, &e);
+                differ += memcmp(C, F, sizeof(float) * M * N) != 0;
+                cases++;
+            }
+        free(A); free(B); free(C); free(F); free(P);
+    }
+    CHECK("gemm [" GEMM_PATH " path] matmul_from after parts of K (the owner's sums) is the fmaf chain, bit for bit",
+          differ == 0, "%d of %d cases differ", differ, cases);
+}
+
 static void test_transpose(void) {
     float a[6] = {1, 2, 3, 4, 5, 6}, t[6], want[6] = {1, 4, 2, 5, 3, 6};
     transpose(a, 2, 3, t, 2);
@@ -193,6 +228,7 @@ int main(void) {
     test_hand();
     test_modes_and_shapes();
     test_tiles_by_hand();
+    test_from();
     test_transpose();
     CHECK_EXIT();
 }

@@ -47,6 +47,7 @@ EOF
       echo "openmp-$v-t$t|-|openmp/openmp|${BASE[*]} --threads $t $vf"
     done < <(vlist openmp/openmp)
     echo "openmp-loop-odd-t$t|-|openmp/openmp|${ODD[*]} --threads $t --accum loop"
+    echo "openmp-owner-odd-t$t|-|openmp/openmp|${ODD[*]} --threads $t --accum owner"
     echo "openmp-reduction-sigmoid-t$t|-|openmp/openmp|${SIG[*]} --threads $t --accum reduction"
   done
   for p in 1 2; do
@@ -57,6 +58,7 @@ EOF
     while IFS='|' read -r v vf; do   # mpi/shm's rows: program mpi, variant shm
       echo "mpi-$v-p$p|$MPI $p|mpi/shm|${BASE[*]} $vf"
     done < <(vlist mpi/shm)
+    echo "mpi-shm-odd-p$p|$MPI $p|mpi/shm|${ODD[*]}"
     while IFS='|' read -r v vf; do
       echo "pipeline-${v#gpipe-}-p$p|$MPI $p|mpi/pipeline|${BASE[*]} $vf"
     done < <(vlist mpi/pipeline)
