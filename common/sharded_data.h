@@ -98,4 +98,12 @@ static inline int gather_rank_rows(const dataset *d, const uint32_t *order, long
     return (int)count;
 }
 
+/* The cache lines of this rank's part of the next global batch (rows samples from
+ * order[start]), asked for while this step computes, as serial does with its next batch. */
+static inline void prefetch_rank_rows(const dataset *d, const uint32_t *order, long start, int rows) {
+    long lo, count;
+    shard(rows, rank, nranks, &lo, &count);
+    prefetch_batch(d, order + start + lo, (int)count);
+}
+
 #endif

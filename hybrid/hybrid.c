@@ -362,14 +362,18 @@ static void transpose_slices(mlp *m, const slices *s) {
  * two-level sum and the update. A thread (or a rank) without rows still does its part
  * of the sums and joins every barrier and collective. */
 static void train_step(mlp *m, work *ws, thread_stats *st, const dataset *d, const uint32_t *idx,
-                       int rank_rows, int batch_rows, float lr, int t, int T) {
+                       int rank_rows, int batch_rows, float lr, const uint32_t *next_idx, int next_rank_rows,
+                       int t, int T) {
     int L = m->n_layers;
     work *w = &ws[t];
-    long lo, hi;
+    long lo, hi, next_lo, next_hi;
     split_units(rank_rows, t, T, 1, &lo, &hi);
+    split_units(next_rank_rows, t, T, 1, &next_lo, &next_hi);
     int n = (int)(hi - lo);
+    if (n > 0) TRACE(TRACE_DATA, "batch") gather_batch(d, idx + lo, n, w->act[0], w->y);
+    if (next_hi > next_lo)   /* this thread's rows of the next step, fetched while this one computes */
+        TRACE(TRACE_DATA, "prefetch") prefetch_batch(d, next_idx + next_lo, (int)(next_hi - next_lo));
     if (n > 0) {
-        TRACE(TRACE_DATA, "batch") gather_batch(d, idx + lo, n, w->act[0], w->y);
         mlp_forward(m, w, n);
         TRACE(TRACE_COMPUTE, "loss") st->loss += softmax_xent(w->act[L], w->y, n, m->size[L], &st->correct);
         TRACE(TRACE_COMPUTE, trace_layer("backward", L)) dense_backward(m, w, L, w->act[L], n);
@@ -606,7 +610,10 @@ int main(int argc, char **argv) {
                 if (t == 0) watchdog_progress(epoch, start / batch + 1);
                 float lr = lr_at(o, epoch, start / batch, spe);
                 double t_step = trace_step_begin_team(epoch);
-                train_step(&m, ws, &st[t], &train, order + start + lo, (int)count, rows, lr, t, T);
+                long next = start + batch, next_lo = 0, next_count = 0;   /* the next step's rows, prefetched */
+                if (next < train_n) shard((int)(train_n - next < batch ? train_n - next : batch), rank, nranks, &next_lo, &next_count);
+                train_step(&m, ws, &st[t], &train, order + start + lo, (int)count, rows, lr,
+                           next < train_n ? order + next + next_lo : NULL, (int)next_count, t, T);
                 trace_step_end(t_step);
             }
         }

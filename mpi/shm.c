@@ -538,6 +538,10 @@ int main(int argc, char **argv) {
             int rows = (int)(train_n - start < o->batch ? train_n - start : o->batch), count;
             watchdog_progress(epoch, start / o->batch + 1);
             TRACE(TRACE_DATA, "batch") count = gather_rank_rows(&train, order, start, rows, m.act[0], batch_y);   /* this rank's rows */
+            long next = start + o->batch;   /* the next batch's rows, fetched while this step computes */
+            if (next < train_n)
+                TRACE(TRACE_DATA, "prefetch") prefetch_rank_rows(&train, order, next,
+                                                                 (int)(train_n - next < o->batch ? train_n - next : o->batch));
             float lr = lr_at(o, epoch, start / o->batch, steps_per_epoch(o, train_n));
             loss_sum += train_step(&m, batch_y, count, rows, lr, &correct);
             trace_step_end(t_step);

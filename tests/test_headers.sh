@@ -48,7 +48,7 @@ done
 # the next batch's prefetch (common/data.h) survives the optimiser: GCC once deleted the
 # whole call as pure, and openmp's binary held no prefetch instruction
 if [ "$(uname -m)" = x86_64 ] && command -v objdump >/dev/null; then
-  for n in serial openmp; do
+  for n in serial openmp mpi shm hybrid; do
     [ -x "$TMP/bin-$n" ] || continue
     check "$n: its -O3 build keeps the next batch's prefetch (prefetcht* in objdump)" "" \
       bash -c 'objdump -d "$1" | grep -q prefetcht' _ "$TMP/bin-$n"
