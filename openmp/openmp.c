@@ -252,13 +252,13 @@ static int work_init(work *w, const mlp *m, int max_rows, long grad_floats, int 
     return 0;
 }
 
-/* owner: the floats of the largest block of a slice's sums */
-static long owner_tile_floats(const mlp *m) {
+/* owner: the floats of the largest block of a slice's sums (size[0..L]: the layer widths) */
+static long owner_tile_floats(const int *size, int L) {
     long n = 16;
-    for (int l = 1; l <= m->n_layers; l++) {
-        long b = (long)slice_block_rows(m->size[l]) * m->size[l];
+    for (int l = 1; l <= L; l++) {
+        long b = (long)slice_block_rows(size[l]) * size[l];
         if (b > n) n = b;
-        if (m->size[l] > n) n = m->size[l];   /* (the bias part) */
+        if (size[l] > n) n = size[l];   /* (the bias part) */
     }
     return n;
 }
@@ -266,6 +266,40 @@ static long owner_tile_floats(const mlp *m) {
 static void work_free(work *w, const mlp *m) {
     for (int l = 0; l <= m->n_layers; l++) { free(w->act[l]); free(w->delta[l]); }
     free(w->y); free(w->grad); free(w->x2); free(w->y2); free(w->part[0]); free(w->part[1]); free(w->db);
+}
+
+/* Bytes of what main() allocates besides the data, counted before the data is loaded (the
+ * memory check), as mlp_init, work_init, work_init_model and mlp_replica size it: the
+ * model (critical: and its global gradient; W^T of layers 2..L; loop and model: one W's
+ * copy while re-storing it by panels), then per work (one for loop, else one per thread)
+ * the activations and deltas of its rows (data parallel: its share of the batch or of an
+ * evaluation block; loop and model: all of it), its gradient (critical, reduction) or
+ * tile (owner) and, for loop and model, its second input; model's partial products and
+ * every thread's replica of layers 2..L; loop's partial sums over K blocks. */
+static double openmp_bytes(const train_options *o, int features, int accum, int T) {
+    int L = o->n_hidden + 1, size[MAX_LAYERS + 1];
+    size[0] = features;
+    for (int l = 1; l < L; l++) size[l] = o->hidden[l - 1];
+    size[L] = IDX_CLASSES;
+    double params = 0, widest_w = 0, wt = 0, replica = 0, widths = 0, widest = 0;
+    for (int l = 0; l <= L; l++) widths += size[l];
+    for (int l = 1; l <= L; l++) {
+        double w = (double)size[l - 1] * size[l];
+        params += PAD16((long)w) + PAD16(size[l]);
+        if (w > widest_w) widest_w = w;
+        if (size[l] > widest) widest = size[l];
+        if (l >= 2) { wt += w; replica += size[l] + (l >= 3 ? 2 * w : 0); }
+    }
+    int data_parallel = accum == ACCUM_CRITICAL || accum == ACCUM_REDUCTION || accum == ACCUM_OWNER;
+    int paneled = accum == ACCUM_LOOP || accum == ACCUM_MODEL;
+    double big = o->batch > EVAL_BATCH ? (double)o->batch : EVAL_BATCH;
+    double rows = data_parallel ? ceil(big / T) : big, n_work = accum == ACCUM_LOOP ? 1 : T;
+    double per_work = 2 * rows * widths + (paneled ? rows * features : 0)
+                    + (accum == ACCUM_OWNER ? owner_tile_floats(size, L) : data_parallel ? params : 0);
+    double floats = params * (accum == ACCUM_CRITICAL ? 2 : 1) + wt + (paneled ? widest_w : 0) + n_work * per_work;
+    if (accum == ACCUM_MODEL) floats += T * (2.0 * (double)o->batch * size[2] + widest) + (T - 1) * replica;
+    if (accum == ACCUM_LOOP && o->batch > KC) floats += params;
+    return sizeof(float) * floats + n_work * rows * (paneled ? 2 : 1);   /* and the labels' bytes */
 }
 
 /* model: the partial products of layer 2 (two, alternating by step) and a bias-gradient
@@ -887,10 +921,9 @@ int main(int argc, char **argv) {
     dataset train, test;
     data_plan plan;
     plan_data(PROGRAM, o, &plan);
-    long rows = o->batch > EVAL_BATCH ? o->batch : EVAL_BATCH;
-    char msg[256];   /* at most a gradient per thread and one more (critical's global one) */
+    char msg[256];
     if (mem_short(mem_dataset_bytes(plan.train_n + plan.test_n, plan.side, plan.file_side) +
-                  dense_model_bytes(o, plan.side * plan.side, rows, T + 1), 1, "data, model and per-thread buffers",
+                  openmp_bytes(o, plan.side * plan.side, accum, T), 1, "data, model and per-thread buffers",
                   msg, sizeof msg))
         { fprintf(stderr, PROGRAM ": %s\n", msg); return 2; }
     load_data(PROGRAM, o, &plan, &train, &test);
@@ -936,7 +969,7 @@ int main(int argc, char **argv) {
     int fail = !ws || !st || !order || !pred || !loss_curve || !acc_curve || !epoch_sec || !sync_sec || !barrier_sec ||
                mlp_init(&m, train.features, o, accum == ACCUM_CRITICAL, paneled);
     for (int i = 0; i < n_work && !fail; i++)
-        fail = work_init(&ws[i], &m, max_rows, data_parallel ? (accum == ACCUM_OWNER ? owner_tile_floats(&m) : m.params_alloc) : 0,
+        fail = work_init(&ws[i], &m, max_rows, data_parallel ? (accum == ACCUM_OWNER ? owner_tile_floats(m.size, m.n_layers) : m.params_alloc) : 0,
                          paneled) ||
                (accum == ACCUM_MODEL && (work_init_model(&ws[i], &m, (int)o->batch) || mlp_replica(&views[i], &m, i)));
     if (accum == ACCUM_MODEL && !views) fail = 1;

@@ -111,6 +111,22 @@ if [ $have_mpi = 1 ]; then
   done
 fi
 unset PARTRAIN_MEM_AVAILABLE
+# openmp counts what each --accum mode allocates per thread (model and loop: the whole
+# batch per work, and a second input buffer): the figure its refusal gives is at least
+# the peak resident memory of the same run (8 threads, batch 2048)
+if [ -x openmp/openmp ] && [ -x /usr/bin/python3 ]; then
+  for v in $(variants openmp/openmp); do
+    RUN=(openmp/openmp --data $DATA --threads 8 --batch 2048 $(variant_flags openmp/openmp $v) --epochs 1 --csv none --quiet)
+    need=$(PARTRAIN_MEM_AVAILABLE=1K "${RUN[@]}" 2>&1 | sed -n 's/.*needs \([0-9.]*\) MiB.*/\1/p')
+    peak=$(OMP_WAIT_POLICY=passive /usr/bin/python3 -c 'import resource, subprocess, sys
+subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, check=True)
+print(round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, 1))' "${RUN[@]}" 2>/dev/null)
+    check "openmp $v, 8 threads, batch 2048: the memory check counts at least the run's peak (${need:-?} >= ${peak:-?} MiB)" \
+      "needs '$need' MiB, peak resident '$peak' MiB" awk -v n="$need" -v p="$peak" 'BEGIN { exit !(n != "" && p != "" && n + 0 >= p + 0) }'
+  done
+else
+  skip "openmp's memory check against its peak" "openmp/openmp not built or /usr/bin/python3 missing"
+fi
 avail_kb=$(awk '/MemAvailable/ { print $2 }' /proc/meminfo)
 if [ "${avail_kb:-0}" -lt 130000000 ]; then
   expect_error "serial: --hidden 65536 x 8 layers (130 GiB) refused, not OOM-killed" "not enough memory: needs 130" \
