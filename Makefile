@@ -194,6 +194,11 @@ $(O)bench/c2c: bench/c2c.c
 
 c2c: $(O)bench/c2c
 
+# bench/handover: the cost of writing lines another core has read (docs/NOTES.md 44); not in all
+$(O)bench/handover: bench/handover.c
+	@mkdir -p $(dir $@)
+	$(CC) $(STD) $(CFLAGS) $(ARCH) $(WARN) $(CPPFLAGS) -pthread bench/handover.c -o $@
+
 # the CNN: MPI ranks x OpenMP threads, so $(MPICC) with -fopenmp
 $(O)cnn/cnn: cnn/cnn.c $(COMMON_SRC) $(MPI_SRC) $(COMMON_HDR)
 	@mkdir -p $(dir $@)

@@ -8,7 +8,7 @@
 #   --base REV   the commit to compare against [HEAD~1]; built in a temporary git worktree
 #   --base-env "K=V ..."  environment of the old runs only (an old setting: with --base HEAD,
 #                the same code with and without it)
-#   --trainers LIST  comma-separated, of serial, openmp-loop-T2, openmp-model-T2, openmp-owner-T2,
+#   --trainers LIST  comma-separated, of serial, openmp-{critical,reduction,owner,loop,model}-T2,
 #                mpi-allreduce-P2, mpi-reduce-bcast-P2, mpi-overlap-P2, shm-P2, hybrid-2x1,
 #                hybrid-1x1, cnn-1x1 [serial,openmp-loop-T2,mpi-allreduce-P2,cnn-1x1]
 #   --pairs N    alternating old/new pairs per configuration [5]
@@ -66,7 +66,7 @@ progs=()
 for t in "${list[@]}"; do
   case $t in
     serial) progs+=(serial/serial) ;;
-    openmp-loop-T2|openmp-model-T2|openmp-owner-T2) progs+=(openmp/openmp) ;;
+    openmp-critical-T2|openmp-reduction-T2|openmp-owner-T2|openmp-loop-T2|openmp-model-T2) progs+=(openmp/openmp) ;;
     mpi-allreduce-P2|mpi-reduce-bcast-P2|mpi-overlap-P2) progs+=(mpi/mpi) ;;
     shm-P2) progs+=(mpi/shm) ;;
     hybrid-2x1|hybrid-1x1) progs+=(hybrid/hybrid) ;;

@@ -55,9 +55,12 @@ typedef struct {
     int act;                    /* ACT_NONE, ACT_RELU, ACT_LEAKY_RELU (sigmoid: separate pass) */
     const float *deriv;         /* activations whose derivative multiplies the result */
     int deriv_act;
+    int shared_c;               /* C's lines may sit in other cores' caches (matmul_block) */
 } epilogue;
 
-static const epilogue EPI_PLAIN = { 1.0f, 0, NULL, ACT_NONE, NULL, ACT_NONE };
+static const epilogue EPI_PLAIN = { 1.0f, 0, NULL, ACT_NONE, NULL, ACT_NONE, 0 };
+/* plain sums into a buffer that other cores read (a thread's gradient, summed by others) */
+static const epilogue EPI_SHARED_SUMS = { 1.0f, 0, NULL, ACT_NONE, NULL, ACT_NONE, 1 };
 
 /* The scalar definition of the epilogue; the AVX-512 path computes the same values. */
 static inline float epilogue_one(const epilogue *e, float acc, float c_old, int j, float h) {
@@ -233,7 +236,8 @@ static inline __attribute__((always_inline)) void
 matmul_block(const int kind, int M, int N, int K, const float *A, long a_row, long a_col,
              const float *B, long ldb, float *C, long ldc, const epilogue *e, const float *P, long ldp) {
     int rows_outside = (long)K * N <= 65536 && (long)M * N > 262144;
-    for (int i = 0, j = 0; i < M && j < N;) {   /* one call site: the tile code is inlined once */
+    int row_tiles = (M + MR - 1) / MR, tile = 0;
+    for (int i = 0, j = 0; i < M && j < N; tile++) {   /* one call site: the tile code is inlined once */
         /* By rows, C is large (layer 1's weights or their gradient at a large image: every
          * element written once, and for the update read once, per step): the next row
          * block of C is asked for a block early, for writing. The tile touches C only in
@@ -241,6 +245,17 @@ matmul_block(const int kind, int M, int N, int K, const float *A, long a_row, lo
         if (rows_outside && j == 0 && i + MR < M)
             for (int r = i + MR; r < i + 2 * MR && r < M; r++)
                 for (int c = 0; c < N; c += 16) __builtin_prefetch(C + (long)r * ldc + c, 1, 2);
+        /* By column panels, the update and the plain sums: the tile two ahead is asked for,
+         * for writing. Its lines may sit in another core's cache (W that the other workers
+         * read in their forward, a gradient buffer they summed), and each write must first
+         * take its line back, a round trip between cores; asked for ahead, the round trips
+         * overlap the sums of the tiles in between (docs/NOTES.md 44). */
+        else if (e->shared_c && !rows_outside && (kind == EPI_UPDATE || kind == EPI_STORE)) {
+            int ahead = tile + 2, pi = ahead % row_tiles * MR, pj = ahead / row_tiles * NR;
+            if (pj < N)
+                for (int r = pi; r < pi + MR && r < M; r++)
+                    for (int c = pj; c < pj + NR && c < N; c += 16) __builtin_prefetch(C + (long)r * ldc + c, 1, 2);
+        }
         matmul_tile(kind, i, j, M, N, K, A, a_row, a_col, B, ldb, C, ldc, e, P, ldp);
         if (rows_outside) { if ((j += NR) >= N) { j = 0; i += MR; } }
         else if ((i += MR) >= M) { i = 0; j += NR; }

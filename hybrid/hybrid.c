@@ -273,7 +273,7 @@ static void dense_backward(const mlp *m, work *w, int l, const float *dz, int ro
         matmul(rows, in, out, dz, out, 1, m->wt[l], in, w->delta[l - 1], in, &e);
     }
     /* gW = act[l-1]^T . dz */
-    matmul(in, out, rows, w->act[l - 1], 1, in, dz, out, w->grad + w_offset(m, l), out, &EPI_PLAIN);
+    matmul(in, out, rows, w->act[l - 1], 1, in, dz, out, w->grad + w_offset(m, l), out, &EPI_SHARED_SUMS);
     /* gb = column sums of dz */
     float *restrict db = w->grad + b_offset(m, l);
     for (int j = 0; j < out; j++) db[j] = 0.0f;

@@ -381,6 +381,7 @@ static void exchange_and_update(mlp *m, float scale, int batch_rows) {
     epilogue update = EPI_PLAIN;
     update.alpha = scale;
     update.accumulate = 1;
+    update.shared_c = 1;   /* the slice of W the other ranks read in their forward */
     for (int k = 0; k < T; k++) {
         long lo, count;
         shard(batch_rows, shm.world[k], nranks, &lo, &count);

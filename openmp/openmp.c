@@ -465,7 +465,7 @@ static void dense_backward(const mlp *m, work *w, int l, const float *dz, int ro
     if (l > 1) dense_delta(m, w, l, dz, rows);
     if (accum == ACCUM_OWNER) return;   /* its sums are formed after the barrier (update_owned) */
     /* gW = act[l-1]^T . dz */
-    matmul(in, out, rows, w->act[l - 1], 1, in, dz, out, w->grad + w_offset(m, l), out, &EPI_PLAIN);
+    matmul(in, out, rows, w->act[l - 1], 1, in, dz, out, w->grad + w_offset(m, l), out, &EPI_SHARED_SUMS);
     /* gb = column sums of dz */
     float *restrict db = w->grad + b_offset(m, l);
     for (int j = 0; j < out; j++) db[j] = 0.0f;
@@ -535,6 +535,7 @@ static void update_owned(mlp *m, const work *ws, int batch_rows, int active, flo
     epilogue update = EPI_PLAIN;
     update.alpha = scale;
     update.accumulate = 1;
+    update.shared_c = 1;   /* the slice of W the other threads read in their forward */
     for (int u = 0; u < active; u++) {
         long lo, hi;
         split_units(batch_rows, u, T, 1, &lo, &hi);

@@ -121,6 +121,7 @@ static void test_modes_and_shapes(void) {
         for (int layout = 0; layout < 2; layout++)
             for (int m = 0; m < N_MODES; m++) {
                 epilogue e = mode_epilogue(m, bias, H);
+                e.shared_c = layout;   /* the gradient's layout: C's lines asked for ahead (update, store) */
                 fill(C, (long)M * N, s + 400);
                 memcpy(R, C, sizeof(float) * M * N);
                 memcpy(F, C, sizeof(float) * M * N);

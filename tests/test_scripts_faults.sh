@@ -70,6 +70,16 @@ one_line_exit2 "corun: an unknown command refused" "no-such-cmd: no such command
 out=$(bench/corun.sh 1 sh -c 'echo one; exit 3' 2>&1); rc=$?
 check "corun: a failing copy -> exit 1, its output shown with its copy number" "exit $rc: $out" \
   eval '[ $rc = 1 ] && grep -qx "copy 0: one" <<<"$out" && grep -qF "copy 0 exited 3" <<<"$out"'
+# bench/handover (NOTES 44): bad input; a small run prints its four times
+if make -s bench/handover >/dev/null 2>&1; then
+  one_line_exit2 "handover: --bytes below one line refused" "--bytes needs an integer" bench/handover --bytes 12
+  one_line_exit2 "handover: an unknown option refused" "unexpected argument '--bogus'" bench/handover --bogus
+  if [ "$(nproc)" -ge 2 ]; then
+    out=$(bench/handover --bytes 64000 --rounds 5 2>&1); rc=$?
+    check "handover: 64 KB, 5 rounds: the local, shared, asked-ahead and read times" "exit $rc: $out" \
+      eval '[ $rc = 0 ] && [ "$(grep -cE "^  (local update|shared update|shared update, lines asked ahead|the other core reads it) +[0-9.]+ us$" <<<"$out")" = 4 ]'
+  else skip "handover: a small run" "one CPU: no pair of cores"; fi
+else fail "handover builds" "make bench/handover failed"; fi
 echo "someone,else" >"$TMP/ob-bounds.csv"
 for b in openmp mpi hybrid cnn; do   # each script's own prerequisites come first: a bench that cannot start is skipped
   case $b in
