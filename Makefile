@@ -188,14 +188,14 @@ $(O)bench/comm: bench/comm.c common/options.c $(COMMON_HDR)
 comm: $(O)bench/comm
 
 # bench/c2c: core-to-core round trip (two pinned threads); run_all.sh records it in DIR/machine.json
-$(O)bench/c2c: bench/c2c.c
+$(O)bench/c2c: bench/c2c.c bench/cpu_pair.h
 	@mkdir -p $(dir $@)
 	$(CC) $(STD) $(CFLAGS) $(ARCH) $(WARN) $(CPPFLAGS) -pthread bench/c2c.c -o $@
 
 c2c: $(O)bench/c2c
 
 # bench/handover: the cost of writing lines another core has read (docs/NOTES.md 44); not in all
-$(O)bench/handover: bench/handover.c
+$(O)bench/handover: bench/handover.c bench/cpu_pair.h
 	@mkdir -p $(dir $@)
 	$(CC) $(STD) $(CFLAGS) $(ARCH) $(WARN) $(CPPFLAGS) -pthread bench/handover.c -o $@
 

@@ -19,32 +19,15 @@
  * line), 1 when the threads cannot be pinned.
  */
 #define _GNU_SOURCE
-#include <errno.h>
-#include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <time.h>
+
+#include "cpu_pair.h"   /* now(), pin(), parse_long(), median_of(), cpu_pair() */
 
 enum { ROUNDTRIPS = 20000 };
 
 static _Alignas(64) _Atomic long line;      /* the ping-pong line */
 static _Alignas(64) _Atomic int start_round; /* round number A has started (B follows) */
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static int pin(int cpu) {
-    cpu_set_t s;
-    CPU_ZERO(&s);
-    CPU_SET(cpu, &s);
-    return pthread_setaffinity_np(pthread_self(), sizeof s, &s);
-}
 
 typedef struct { int cpu, rounds, pinned; } pong_arg;
 
@@ -63,22 +46,9 @@ static void *pong(void *p) {
     return NULL;
 }
 
-static int cmp_double(const void *x, const void *y) {
-    double a = *(const double *)x, b = *(const double *)y;
-    return (a > b) - (a < b);
-}
-
-static int parse_int(const char *s, int lo, int hi, int *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || s[0] < '0' || s[0] > '9' || v < lo || v > hi) return -1;
-    *out = (int)v;
-    return 0;
-}
-
 int main(int argc, char **argv) {
-    int cpus[2], n_cpus = 0, rounds = 30, csv = 0;
+    long cpus[2], n_cpus = 0, rounds = 30;
+    int csv = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             printf("Usage: bench/c2c [CPU_A CPU_B] [--rounds R] [--csv]\n"
@@ -88,30 +58,21 @@ int main(int argc, char **argv) {
         }
         if (!strcmp(argv[i], "--csv")) { csv = 1; continue; }
         if (!strcmp(argv[i], "--rounds")) {
-            if (i + 1 >= argc || parse_int(argv[i + 1], 1, 100000, &rounds)) {
+            if (i + 1 >= argc || parse_long(argv[i + 1], 1, 100000, &rounds)) {
                 fprintf(stderr, "c2c: --rounds needs an integer in 1..100000\n");
                 return 2;
             }
             i++;
             continue;
         }
-        if (n_cpus < 2 && !parse_int(argv[i], 0, CPU_SETSIZE - 1, &cpus[n_cpus])) { n_cpus++; continue; }
+        if (n_cpus < 2 && !parse_long(argv[i], 0, CPU_SETSIZE - 1, &cpus[n_cpus])) { n_cpus++; continue; }
         fprintf(stderr, "c2c: unexpected argument '%s' (see --help)\n", argv[i]);
         return 2;
     }
-    cpu_set_t allowed;
-    if (sched_getaffinity(0, sizeof allowed, &allowed)) { perror("c2c: sched_getaffinity"); return 1; }
-    if (n_cpus == 1) { fprintf(stderr, "c2c: give two CPUs or none\n"); return 2; }
-    if (n_cpus == 0)
-        for (int c = 0; c < CPU_SETSIZE && n_cpus < 2; c++)
-            if (CPU_ISSET(c, &allowed)) cpus[n_cpus++] = c;
-    if (n_cpus < 2) { fprintf(stderr, "c2c: this process may use only one CPU: no pair to measure\n"); return 2; }
-    if (cpus[0] == cpus[1]) { fprintf(stderr, "c2c: the two CPUs must differ\n"); return 2; }
-    for (int k = 0; k < 2; k++)
-        if (!CPU_ISSET(cpus[k], &allowed)) { fprintf(stderr, "c2c: CPU %d is not in this process's CPU set\n", cpus[k]); return 2; }
+    cpu_pair("c2c", cpus, (int)n_cpus);
 
-    if (pin(cpus[0])) { fprintf(stderr, "c2c: cannot pin to CPU %d\n", cpus[0]); return 1; }
-    pong_arg arg = { cpus[1], rounds, 0 };
+    if (pin((int)cpus[0])) { fprintf(stderr, "c2c: cannot pin to CPU %ld\n", cpus[0]); return 1; }
+    pong_arg arg = { (int)cpus[1], (int)rounds, 0 };
     pthread_t t;
     if (pthread_create(&t, NULL, pong, &arg)) { fprintf(stderr, "c2c: cannot start the second thread\n"); return 1; }
     double *ns = malloc(sizeof(double) * (size_t)rounds);
@@ -128,13 +89,12 @@ int main(int argc, char **argv) {
         ns[r - 1] = 1e9 * (now() - t0) / ROUNDTRIPS;
     }
     pthread_join(t, NULL);
-    if (!arg.pinned) { fprintf(stderr, "c2c: cannot pin to CPU %d\n", cpus[1]); free(ns); return 1; }
-    qsort(ns, (size_t)rounds, sizeof *ns, cmp_double);
-    double median = rounds % 2 ? ns[rounds / 2] : 0.5 * (ns[rounds / 2 - 1] + ns[rounds / 2]);
+    if (!arg.pinned) { fprintf(stderr, "c2c: cannot pin to CPU %ld\n", cpus[1]); free(ns); return 1; }
+    double median = median_of(ns, (int)rounds);   /* (sorts ns: then ns[0] is the least) */
     if (csv)
-        printf("%d,%d,%.1f,%.1f,%.1f,%d\n", cpus[0], cpus[1], median, ns[0], ns[rounds - 1], rounds);
+        printf("%ld,%ld,%.1f,%.1f,%.1f,%ld\n", cpus[0], cpus[1], median, ns[0], ns[rounds - 1], rounds);
     else
-        printf("c2c: cpus %d %d: round trip median %.1f ns (min %.1f, max %.1f) over %d rounds of %d\n",
+        printf("c2c: cpus %ld %ld: round trip median %.1f ns (min %.1f, max %.1f) over %ld rounds of %d\n",
                cpus[0], cpus[1], median, ns[0], ns[rounds - 1], rounds, ROUNDTRIPS);
     free(ns);
     return 0;

@@ -19,14 +19,10 @@
  * Exit 2 on bad input (one line), 1 when the threads cannot be pinned.
  */
 #define _GNU_SOURCE
-#include <errno.h>
-#include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <time.h>
+
+#include "cpu_pair.h"   /* now(), pin(), parse_long(), median_of(), cpu_pair() */
 
 enum { LOCAL, SHARED, AHEAD, READ, N_TIMES };
 static const char *const NAMES[N_TIMES] = { "local update", "shared update", "shared update, lines asked ahead",
@@ -36,19 +32,6 @@ static float *shared_buf;
 static long n_floats, ahead_floats;
 static int rounds;
 static _Alignas(64) _Atomic int turn;   /* odd: B reads; even: A's turn */
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static int pin(int cpu) {
-    cpu_set_t s;
-    CPU_ZERO(&s);
-    CPU_SET(cpu, &s);
-    return pthread_setaffinity_np(pthread_self(), sizeof s, &s);
-}
 
 typedef struct { int cpu, pinned; double *read_us; } reader_arg;
 
@@ -83,25 +66,6 @@ static void update_ahead(float *restrict x, long n, long ahead) {
     }
 }
 
-static int cmp_double(const void *x, const void *y) {
-    double a = *(const double *)x, b = *(const double *)y;
-    return (a > b) - (a < b);
-}
-
-static int parse_long(const char *s, long lo, long hi, long *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || s[0] < '0' || s[0] > '9' || v < lo || v > hi) return -1;
-    *out = v;
-    return 0;
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 int main(int argc, char **argv) {
     long cpus[2], n_cpus = 0, bytes = 470000, ahead = 4096, r = 200;
     for (int i = 1; i < argc; i++) {
@@ -127,16 +91,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "handover: unexpected argument '%s' (see --help)\n", argv[i]);
         return 2;
     }
-    cpu_set_t allowed;
-    if (sched_getaffinity(0, sizeof allowed, &allowed)) { perror("handover: sched_getaffinity"); return 1; }
-    if (n_cpus == 1) { fprintf(stderr, "handover: give two CPUs or none\n"); return 2; }
-    if (n_cpus == 0)
-        for (int c = 0; c < CPU_SETSIZE && n_cpus < 2; c++)
-            if (CPU_ISSET(c, &allowed)) cpus[n_cpus++] = c;
-    if (n_cpus < 2) { fprintf(stderr, "handover: this process may use only one CPU: no pair to measure\n"); return 2; }
-    if (cpus[0] == cpus[1]) { fprintf(stderr, "handover: the two CPUs must differ\n"); return 2; }
-    for (int k = 0; k < 2; k++)
-        if (!CPU_ISSET(cpus[k], &allowed)) { fprintf(stderr, "handover: CPU %ld is not in this process's CPU set\n", cpus[k]); return 2; }
+    cpu_pair("handover", cpus, (int)n_cpus);
 
     rounds = (int)r;
     n_floats = (bytes + 63) / 64 * 16;
@@ -172,7 +127,7 @@ int main(int argc, char **argv) {
         if (k % 3 != LOCAL) t[READ][n_reads++] = reads[k];
     printf("handover: cpus %ld %ld, %ld bytes, median over %d rounds:\n", cpus[0], cpus[1], n_floats * 4, rounds);
     for (int k = 0; k < N_TIMES; k++) {
-        double m = median(t[k], k == READ ? n_reads : rounds);
+        double m = median_of(t[k], k == READ ? n_reads : rounds);
         printf("  %-34s %8.1f us\n", NAMES[k], m);
     }
     printf("  (lines asked for %ld bytes ahead)\n", ahead);

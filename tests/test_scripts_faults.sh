@@ -226,7 +226,7 @@ fi
 if command -v mpicc >/dev/null; then
   F=$TMP/fresh
   mkdir -p "$F/repo/bench" "$F/bin"
-  cp -r Makefile common serial mpi "$F/repo/" && cp bench/comm.c bench/c2c.c "$F/repo/bench/"
+  cp -r Makefile common serial mpi "$F/repo/" && cp bench/comm.c bench/c2c.c bench/cpu_pair.h "$F/repo/bench/"
   mkdir -p "$F/pkg"
   printf '#!/bin/sh\nexec mpicc "$@"\n' >"$F/pkg/late-mpicc"   # what the "package" installs
   printf '#!/bin/sh\n# a stand-in for scripts/setup.sh: installs the compiler\ncp "%s/pkg/late-mpicc" "%s/bin/" && chmod +x "%s/bin/late-mpicc"\n' \
