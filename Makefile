@@ -10,7 +10,7 @@
 #   make fuzz     build the libFuzzer harnesses (tests/fuzz/) into build/fuzz/; bench/fuzz.sh runs them
 #   make clean
 #
-#   make PORTABLE=1 [all|test]   the portable build (-march=x86-64-v3, no AVX-512) in build/portable/
+#   make PORTABLE=1 [all|test]   the portable build (-march=x86-64-v3: AVX2, no AVX-512) in build/portable/
 #   make SANITIZE=1 [all|test]   every program with ASan + UBSan in build/sanitize/, and the whole
 #                                suite run against them (tests/run-sanitized.sh; docs/testing.md);
 #                                plain make test builds them too, for the tests that run them
@@ -48,8 +48,9 @@ O       := build/sanitize/
 # not reported (tests/lsan.supp), or the MPI programs would exit 1 without output
 export ASAN_OPTIONS ?= fast_unwind_on_malloc=0
 export LSAN_OPTIONS ?= suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0
-# PORTABLE=1: no AVX-512 (-march=x86-64-v3), so common/gemm.h's portable path is what
-# runs; everything goes under build/portable/ (make test PORTABLE=1 tests that build)
+# PORTABLE=1: no AVX-512 (-march=x86-64-v3: any x86-64 CPU with AVX2 and FMA), so
+# common/gemm.h's AVX2 path is what runs; everything goes under build/portable/ (make test
+# PORTABLE=1 tests that build)
 else ifdef PORTABLE
 ARCH    ?= -march=x86-64-v3
 O       := build/portable/
@@ -269,7 +270,7 @@ cuda-mpi: $(if $(HAVE_NVCC),$(O)cuda/cuda-mpi) $(O)cuda/cuda-mpi-emu
 # Test binaries are built with AddressSanitizer + UndefinedBehaviorSanitizer ($(SAN), above).
 # The sanitized programs the tests run (tests/lib.sh's `sanitized PROG`) are the SANITIZE=1
 # build in build/sanitize/, made by the same rules as every program.
-TEST_BINS = $(O)tests/bin/test_gemm $(O)tests/bin/test_serial $(O)tests/bin/test_loader $(O)tests/bin/test_results
+TEST_BINS = $(O)tests/bin/test_gemm $(O)tests/bin/test_gemm_loops $(O)tests/bin/test_serial $(O)tests/bin/test_loader $(O)tests/bin/test_results
 TEST_BINS += $(if $(HAVE_CXX),$(O)tests/bin/test_cuda $(O)tests/bin/cuda-emu-bug)
 TEST_BINS += $(if $(and $(HAVE_MPI),$(HAVE_OMP)),$(O)tests/bin/test_cnn)
 test-bins: $(TEST_BINS)
@@ -307,11 +308,15 @@ $(O)tests/bin/cuda-emu-bug: $(CUDA_DEPS) cuda/cuda_emu.h
 	@mkdir -p $(dir $@)
 	$(CXX) $(EMUFLAGS) -DBUG_DROP_SECOND_SYNC $(CPPFLAGS) -x c++ cuda/cuda.cu -x none $(CUDA_OBJ) -o $@ $(LDLIBS)
 
-# the kernel's unit test, -O3 like the trainers (the vectorized portable loops are what
-# must give the AVX-512 path's bits), with the sanitizers
+# the kernel's unit test, -O3 like the trainers (vectorized loops are what must give the
+# fmaf chain's bits), with the sanitizers: the path ARCH selects (native: AVX-512 or AVX2;
+# PORTABLE=1: AVX2), and the plain-loop path (-DGEMM_LOOPS) that every other CPU runs
 $(O)tests/bin/test_gemm: tests/test_gemm.c common/gemm.h common/prng.h common/options.h tests/check.h
 	@mkdir -p $(dir $@)
 	$(CC) $(STD) -O3 -g -fsanitize=address,undefined -fno-sanitize-recover=all $(ARCH) $(WARN) $(CPPFLAGS) tests/test_gemm.c -o $@ -lm
+$(O)tests/bin/test_gemm_loops: tests/test_gemm.c common/gemm.h common/prng.h common/options.h tests/check.h
+	@mkdir -p $(dir $@)
+	$(CC) $(STD) -O3 -g -fsanitize=address,undefined -fno-sanitize-recover=all $(ARCH) -DGEMM_LOOPS $(WARN) $(CPPFLAGS) tests/test_gemm.c -o $@ -lm
 
 # make test: everything (tests/test_portable.sh builds and checks the portable build too);
 # make test PORTABLE=1: only the portable build's kernel test and one golden run per trainer;

@@ -5,11 +5,13 @@
  *
  * Every CPU trainer (serial, openmp, mpi, pipeline, hybrid, cnn) includes this header and
  * stays one translation unit, so the compiler specialises the kernel for each epilogue
- * at each call site exactly as if it were written there. There is one AVX-512 path
- * (6 x 64 register tile) and one portable path (plain loops the compiler vectorizes);
- * both compute every element as the same chain of fmaf() over K in order, followed by
- * the same epilogue operations, so they give the same bits (tests/test_gemm.c checks
- * both builds against that chain). Design and measurements: docs/kernel.md.
+ * at each call site exactly as if it were written there. There are three paths, chosen
+ * at compile time: AVX-512 (6 x 64 register tile), AVX2 + FMA (6 x 16: x86-64-v3 CPUs
+ * without AVX-512, and make PORTABLE=1) and plain loops the compiler vectorizes (any
+ * other CPU, or -DGEMM_LOOPS). All three compute every element as the same chain of
+ * fmaf() over K in order, followed by the same epilogue operations, so they give the
+ * same bits (tests/test_gemm.c checks each against that chain). Design and
+ * measurements: docs/kernel.md.
  *
  * op(A)[i][k] = A[i * a_row + k * a_col]: a row-major A is (a_row = lda, a_col = 1);
  * the transpose of a row-major K x M matrix is (a_row = 1, a_col = lda). B is row-major
@@ -24,10 +26,10 @@
  * starts them from a scratch P and ends in the update or the plain sums (a K split between
  * calls: common/owner.h).
  *
- * The including file must include <immintrin.h> (when __AVX512F__), <math.h>,
- * <stdlib.h>, <string.h> and options.h (ACT_*, LEAKY_RELU_SLOPE) first; it may define
- * KC. Compile with -ffp-contract=off or in ISO C mode (-std=c11), so that no product
- * and sum are contracted behind the kernel's back.
+ * It includes what it needs (<immintrin.h> for the vector paths, options.h for ACT_* and
+ * LEAKY_RELU_SLOPE); the including file may define KC. Compile with -ffp-contract=off
+ * or in ISO C mode (-std=c11), so that no product and sum are contracted behind the
+ * kernel's back.
  */
 #ifndef PARTRAIN_GEMM_H
 #define PARTRAIN_GEMM_H
@@ -39,7 +41,7 @@
 
 #include "options.h"
 
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
 #include <immintrin.h>
 #endif
 #ifdef HAVE_CBLAS
@@ -62,7 +64,7 @@ static const epilogue EPI_PLAIN = { 1.0f, 0, NULL, ACT_NONE, NULL, ACT_NONE, 0 }
 /* plain sums into a buffer that other cores read (a thread's gradient, summed by others) */
 static const epilogue EPI_SHARED_SUMS = { 1.0f, 0, NULL, ACT_NONE, NULL, ACT_NONE, 1 };
 
-/* The scalar definition of the epilogue; the AVX-512 path computes the same values. */
+/* The scalar definition of the epilogue; the vector paths compute the same values. */
 static inline float epilogue_one(const epilogue *e, float acc, float c_old, int j, float h) {
     float v = e->accumulate ? fmaf(e->alpha, acc, c_old) : e->alpha * acc;
     if (e->bias) v += e->bias[j];
@@ -82,10 +84,11 @@ static inline float epilogue_one(const epilogue *e, float acc, float c_old, int 
  * (a K block before the last, or matmul_continue). */
 enum { EPI_FORWARD, EPI_BACKWARD, EPI_UPDATE, EPI_STORE, EPI_CONTINUE };
 
-#if defined(__AVX512F__) && !defined(GEMM_PORTABLE)
+#if defined(__AVX512F__) && !defined(GEMM_LOOPS)
 #define GEMM_PATH "avx512"
 #define MR 6    /* rows of C per micro-tile */
 #define NR 64   /* columns per micro-tile: four 16-float vectors; 6 x 4 = 24 zmm accumulators */
+#define LARGE_C 262144  /* floats of C above which a small B's product runs by rows (matmul_block) */
 
 static inline __attribute__((always_inline)) __m512
 epilogue_vec(const int kind, const epilogue *e, __m512 acc, const float *c, const float *bias,
@@ -193,12 +196,130 @@ matmul_tile(const int kind, int i, int j, int M, int N, int K, const float *A, l
     }
 }
 #undef TILE_CASE_NV
+#elif defined(__AVX2__) && defined(__FMA__) && !defined(GEMM_LOOPS)
+/* AVX2 + FMA path (x86-64-v3: Zen 2 and 3, Intel from Haswell): the AVX-512 path's design
+ * on 8-float vectors, 16 registers. A 6 x 16 tile: 12 ymm accumulators, per k 2 loads
+ * of B, 6 broadcasts of A and 12 FMAs (enough independent chains to keep two FMA pipes
+ * busy). AVX2 has no mask registers: a partial last vector is loaded and stored through
+ * an integer lane mask (vmaskmov), chosen per tile, so full tiles carry no masking. */
+#define GEMM_PATH "avx2"
+#define MR 6    /* rows of C per micro-tile */
+#define NR 16   /* columns per micro-tile: two 8-float vectors; 6 x 2 = 12 ymm accumulators */
+#define LARGE_C 131072  /* floats of C above which a small B's product runs by rows (matmul_block):
+                         * half the AVX-512 path's, as these CPUs' L2 is (512 KB against 1 MB) */
+
+/* A vector of 8 floats at p: the first lanes of m only when `masked` (a partial vector) */
+#define LOAD8(masked, p, m) ((masked) ? _mm256_maskload_ps((p), (m)) : _mm256_loadu_ps(p))
+
+static inline __attribute__((always_inline)) __m256
+epilogue_vec(const int kind, const int masked, const epilogue *e, __m256 acc, const float *c, const float *bias,
+             const float *h, __m256i m) {
+    if (kind == EPI_CONTINUE) return acc;   /* partial sums (a K block's): stored as they are */
+    if (kind == EPI_UPDATE)                 /* C + alpha * acc, one rounding */
+        return _mm256_fmadd_ps(_mm256_set1_ps(e->alpha), acc, LOAD8(masked, c, m));
+    __m256 v = _mm256_mul_ps(_mm256_set1_ps(e->alpha), acc);
+    if (kind == EPI_STORE) return v;
+    const __m256 zero = _mm256_setzero_ps();
+    if (kind == EPI_FORWARD) {
+        if (bias) v = _mm256_add_ps(v, LOAD8(masked, bias, m));
+        if (e->act == ACT_RELU) v = _mm256_max_ps(v, zero);   /* v > 0 ? v : 0, as epilogue_one */
+        else if (e->act == ACT_LEAKY_RELU)
+            v = _mm256_blendv_ps(_mm256_mul_ps(v, _mm256_set1_ps(LEAKY_RELU_SLOPE)), v, _mm256_cmp_ps(v, zero, _CMP_GT_OQ));
+        return v;
+    }
+    __m256 hv = LOAD8(masked, h, m);   /* EPI_BACKWARD: times act'(h) */
+    if (e->deriv_act == ACT_SIGMOID)
+        return _mm256_mul_ps(v, _mm256_mul_ps(hv, _mm256_sub_ps(_mm256_set1_ps(1.0f), hv)));
+    __m256 neg = e->deriv_act == ACT_LEAKY_RELU ? _mm256_mul_ps(v, _mm256_set1_ps(LEAKY_RELU_SLOPE)) : zero;
+    return _mm256_blendv_ps(neg, v, _mm256_cmp_ps(hv, zero, _CMP_GT_OQ));
+}
+
+/* One mr x (8 nv) tile of C over the whole K, as the AVX-512 path's micro_tile; with
+ * `masked`, the last vector of each row covers only the lanes of mlast. */
+#define TILE_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
+static inline __attribute__((always_inline)) void
+micro_tile(const int kind, const int mr, const int nv, const int masked, int K, const float *restrict A, long a_row,
+           long a_col, const float *restrict B, long ldb, float *restrict C, long ldc, __m256i mlast,
+           const epilogue *e, int j, long h_off, const float *P, long ldp) {
+#define LAST_MASKED(v) (masked && nv - 1 == v)
+#define DECLARE(r) __m256 c##r##_0 = _mm256_setzero_ps(), c##r##_1 = c##r##_0;
+    TILE_ROWS(DECLARE)
+#undef DECLARE
+    if (P) {    /* the sums go on from the previous K block's partial sums P (one test per tile) */
+#define INIT_VEC(r, v) if (nv > v) c##r##_##v = LOAD8(LAST_MASKED(v), P + r * ldp + 8 * v, mlast);
+#define INIT_ROW(r) if (mr > r) { INIT_VEC(r, 0) INIT_VEC(r, 1) }
+        TILE_ROWS(INIT_ROW)
+#undef INIT_ROW
+#undef INIT_VEC
+    }
+#define LOAD_B(v) (nv > v ? LOAD8(LAST_MASKED(v), bk + 8 * v, mlast) : _mm256_setzero_ps())
+    /* unrolled: with 12 FMAs per k the loop's own address and counter updates take a
+     * sizeable share of the 6-wide dispatch (docs/NOTES.md 45) */
+#pragma GCC unroll 4
+    for (int k = 0; k < K; k++) {
+        const float *bk = B + (long)k * ldb;
+        __m256 b0 = LOAD_B(0), b1 = LOAD_B(1);
+        const float *a = A + (long)k * a_col;
+#define FMA_ROW(r) if (mr > r) { __m256 av = _mm256_broadcast_ss(a + r * a_row); \
+                                 c##r##_0 = _mm256_fmadd_ps(av, b0, c##r##_0); \
+                                 if (nv > 1) c##r##_1 = _mm256_fmadd_ps(av, b1, c##r##_1); }
+        TILE_ROWS(FMA_ROW)
+#undef FMA_ROW
+    }
+#undef LOAD_B
+#define STORE_VEC(r, v) if (nv > v) { \
+        float *c = C + r * ldc + 8 * v; \
+        const float *bias = kind == EPI_FORWARD && e->bias ? e->bias + j + 8 * v : NULL; \
+        const float *h = kind == EPI_BACKWARD ? e->deriv + h_off + r * ldc + 8 * v : NULL; \
+        __m256 out = epilogue_vec(kind, LAST_MASKED(v), e, c##r##_##v, c, bias, h, mlast); \
+        if (LAST_MASKED(v)) _mm256_maskstore_ps(c, mlast, out); else _mm256_storeu_ps(c, out); }
+#define STORE_ROW(r) if (mr > r) { STORE_VEC(r, 0) STORE_VEC(r, 1) }
+    TILE_ROWS(STORE_ROW)
+#undef STORE_ROW
+#undef STORE_VEC
+#undef LAST_MASKED
+}
+#undef TILE_ROWS
+
+#define TILE_CALL(MRV, NV, MASKED) \
+    micro_tile(kind, MRV, NV, MASKED, K, Ai, a_row, a_col, B + j, ldb, Cij, ldc, mlast, e, j, h_off, Pij, ldp)
+#define TILE_CASE_NV(MRV) if (nv == 2) { if (masked) TILE_CALL(MRV, 2, 1); else TILE_CALL(MRV, 2, 0); } \
+                          else { if (masked) TILE_CALL(MRV, 1, 1); else TILE_CALL(MRV, 1, 0); }
+
+/* The tile of C at row i, column j (at most MR x NR), its sums started from the same
+ * tile of P (NULL: from zero). */
+static inline __attribute__((always_inline)) void
+matmul_tile(const int kind, int i, int j, int M, int N, int K, const float *A, long a_row, long a_col,
+            const float *B, long ldb, float *C, long ldc, const epilogue *e, const float *P, long ldp) {
+    int mr = M - i < MR ? M - i : MR;
+    const float *Ai = A + (long)i * a_row;
+    int nc = N - j < NR ? N - j : NR;
+    int nv = (nc + 7) / 8;
+    int tail = nc - 8 * (nv - 1);                        /* 1..8 columns */
+    int masked = tail != 8;
+    __m256i mlast = _mm256_cmpgt_epi32(_mm256_set1_epi32(tail), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    float *Cij = C + (long)i * ldc + j;
+    const float *Pij = P ? P + (long)i * ldp + j : NULL;
+    long h_off = (long)i * ldc + j;
+    switch (mr) {
+    case 6: TILE_CASE_NV(6) break;
+    case 5: TILE_CASE_NV(5) break;
+    case 4: TILE_CASE_NV(4) break;
+    case 3: TILE_CASE_NV(3) break;
+    case 2: TILE_CASE_NV(2) break;
+    default: TILE_CASE_NV(1) break;
+    }
+}
+#undef TILE_CASE_NV
+#undef TILE_CALL
+#undef LOAD8
 #else
-/* Portable path: the same tiling with plain loops the compiler vectorizes along j; the
+/* Plain-loop path: the same tiling with plain loops the compiler vectorizes along j; the
  * same fmaf chain per element and the same epilogue (epilogue_one), so the same bits. */
-#define GEMM_PATH "portable"
+#define GEMM_PATH "loops"
 #define MR 4
 #define NR 32
+#define LARGE_C 262144
 static inline void
 matmul_tile(const int kind, int i, int j, int M, int N, int K, const float *A, long a_row, long a_col,
             const float *B, long ldb, float *C, long ldc, const epilogue *e, const float *P, long ldp) {
@@ -228,14 +349,14 @@ matmul_tile(const int kind, int i, int j, int M, int N, int K, const float *A, l
 /* Tile order: column panels of C outside, row blocks inside. One NR-column panel of B
  * (layer 1's W: 784 x 64 floats, 200 KB) then stays in L2 while every row block of A
  * streams past it. Except when all of B is small (at most 64 K floats: it stays in L2 in
- * any order) and C is large (over 256 K floats): then row blocks outside, so that C
- * streams through the cache whole rows at a time. Each element is one sum over K in
+ * any order) and C is large (over LARGE_C floats, about the L2): then row blocks outside,
+ * so that C streams through the cache whole rows at a time. Each element is one sum over K in
  * the same order whatever the tile order: the order changes no bit. One K block of the
  * product: every tile, its sums started from P (NULL: from zero). */
 static inline __attribute__((always_inline)) void
 matmul_block(const int kind, int M, int N, int K, const float *A, long a_row, long a_col,
              const float *B, long ldb, float *C, long ldc, const epilogue *e, const float *P, long ldp) {
-    int rows_outside = (long)K * N <= 65536 && (long)M * N > 262144;
+    int rows_outside = (long)K * N <= 65536 && (long)M * N > LARGE_C;
     int row_tiles = (M + MR - 1) / MR, tile = 0;
     for (int i = 0, j = 0; i < M && j < N; tile++) {   /* one call site: the tile code is inlined once */
         /* By rows, C is large (layer 1's weights or their gradient at a large image: every

@@ -14,7 +14,7 @@
 set -u
 cd "$(dirname "$0")/.."
 
-tests=(tests/bin/test_gemm tests/bin/test_serial tests/bin/test_loader tests/bin/test_results tests/test_headers.sh tests/test_cli.sh tests/test_e2e.sh tests/test_golden.sh tests/test_faults.sh tests/test_checkpoint.sh tests/test_target.sh tests/test_tta.sh tests/test_portable.sh tests/test_openmp.sh tests/test_mpi.sh tests/test_comm.sh tests/test_cluster.sh tests/bin/test_cuda tests/test_cuda.sh tests/test_gpucheck.sh tests/test_cnn.sh tests/test_hybrid.sh tests/test_watchdog.sh tests/test_run_all.sh tests/test_cores.sh tests/test_trace.sh tests/test_runall_faults.sh tests/test_scripts_faults.sh tests/test_report.sh tests/test_report_links.sh tests/test_trace_scripts.sh tests/test_model.sh)
+tests=(tests/bin/test_gemm tests/bin/test_gemm_loops tests/bin/test_serial tests/bin/test_loader tests/bin/test_results tests/test_headers.sh tests/test_cli.sh tests/test_e2e.sh tests/test_golden.sh tests/test_faults.sh tests/test_checkpoint.sh tests/test_target.sh tests/test_tta.sh tests/test_portable.sh tests/test_openmp.sh tests/test_mpi.sh tests/test_comm.sh tests/test_cluster.sh tests/bin/test_cuda tests/test_cuda.sh tests/test_gpucheck.sh tests/test_cnn.sh tests/test_hybrid.sh tests/test_watchdog.sh tests/test_run_all.sh tests/test_cores.sh tests/test_trace.sh tests/test_runall_faults.sh tests/test_scripts_faults.sh tests/test_report.sh tests/test_report_links.sh tests/test_trace_scripts.sh tests/test_model.sh)
 [ $# -gt 0 ] && tests=("$@")
 
 passed=0 failed=0 skipped=0

@@ -1,15 +1,16 @@
 /*
  * tests/test_gemm.c — unit tests of common/gemm.h, the one matrix kernel.
  *
- * Built twice by the Makefile: natively (the AVX-512 path where the CPU has it) and with
- * PORTABLE=1 (-march=x86-64-v3: the portable path). Both must pass the same checks:
+ * Built three times by the Makefile: natively (the AVX-512 or AVX2 path, the widest the
+ * CPU has), with -DGEMM_LOOPS (the plain-loop path) and with PORTABLE=1 (-march=x86-64-v3:
+ * the AVX2 path). Each must pass the same checks:
  *   - products by hand (plain, transposed A, the update);
  *   - every epilogue mode (forward with bias and each activation, the plain store,
  *     backward with each activation's derivative, the update, the continuation) on
  *     awkward shapes (M, N, K no multiple of the tile, K across several K blocks, a large
  *     C with a small B), both layouts of A: within 1e-5 + K * 6e-8 (relative) of a double
  *     reference AND bit for bit the plain chain of fmaf() over k = 0..K-1 in order followed by
- *     epilogue_one() (so the AVX-512 and portable paths agree with each other);
+ *     epilogue_one() (so the three paths agree with each other);
  *   - the tile-by-tile interface a team uses (matmul_tile_partial, then matmul_tile) and
  *     transpose() with a leading dimension.
  */
