@@ -314,9 +314,9 @@ static void team_barrier(thread_stats *st) {
 // row-major order (0,0) (0,1) (1,0) (1,1) with a strict >, so the FIRST maximum is the
 // argmax and alone gets the gradient (PyTorch's CPU max_pool2d does the same).
 
-/* The reference (and the path without AVX-512): plain loops, the conv sum as
- * bias + taps in row-major order with one fused multiply-add each. */
-__attribute__((unused))   /* with AVX-512, only the tests call it */
+/* The reference: plain loops, the conv sum as bias + taps in row-major order with one
+ * fused multiply-add each. */
+__attribute__((unused))   /* only the tests call it */
 static void conv_pool_forward_ref(const cnn *m, const float *restrict img, int f, float *restrict pf,
                                   unsigned char *restrict af) {
     int S = m->side, P = m->pool_side, F = m->filters;
@@ -447,9 +447,39 @@ static void conv_pool_forward_one(const cnn *m, const float *restrict img, int f
     }
 }
 #else
+/* Without AVX-512: the reference's sums and tie rule, computed a row of up to 32 conv
+ * columns at a time in loops the compiler vectorizes (each conv output is still bias +
+ * taps in row-major order, one fused multiply-add each, so the same bits). */
 static void conv_pool_forward_one(const cnn *m, const float *restrict img, int f, float *restrict pf,
                                   unsigned char *restrict af) {
-    conv_pool_forward_ref(m, img, f, pf, af);
+    int S = m->side, P = m->pool_side, F = m->filters, W2 = 2 * P;
+    float w[9], bias = m->bc[f];
+    for (int k = 0; k < 9; k++) w[k] = m->Wc[k * F + f];
+    for (int cx0 = 0; cx0 < W2; cx0 += 32) {
+        int n = W2 - cx0 < 32 ? W2 - cx0 : 32;        /* conv columns of the chunk (even) */
+        for (int py = 0; py < P; py++) {
+            float conv[2][32];                        /* ReLU(conv) of conv rows 2py, 2py + 1 */
+            for (int c = 0; c < 2; c++) {
+                float *restrict v = conv[c];
+                for (int x = 0; x < n; x++) v[x] = bias;
+                for (int ky = 0; ky < 3; ky++) {
+                    const float *restrict row = img + (long)(2 * py + c + ky) * S + cx0;
+                    for (int kx = 0; kx < 3; kx++)
+                        for (int x = 0; x < n; x++) v[x] = fmaf(w[ky * 3 + kx], row[x + kx], v[x]);
+                }
+                for (int x = 0; x < n; x++) v[x] = v[x] > 0.0f ? v[x] : 0.0f;
+            }
+            for (int i = 0; i < n / 2; i++) {         /* the window (0,0) (0,1) (1,0) (1,1), strict > */
+                float best = conv[0][2 * i];
+                int which = 0;
+                if (conv[0][2 * i + 1] > best) { best = conv[0][2 * i + 1]; which = 1; }
+                if (conv[1][2 * i] > best) { best = conv[1][2 * i]; which = 2; }
+                if (conv[1][2 * i + 1] > best) { best = conv[1][2 * i + 1]; which = 3; }
+                pf[py * P + cx0 / 2 + i] = best;
+                af[py * P + cx0 / 2 + i] = (unsigned char)which;
+            }
+        }
+    }
 }
 #endif
 
@@ -621,9 +651,54 @@ static __attribute__((noinline)) void conv_backward_one(const cnn *m, const floa
     slot[9] = _mm512_reduce_add_ps(db);
 }
 #else
+/* x[0] + ... + x[15] in the tree of GCC's _mm512_reduce_add_ps: halves, then quarters,
+ * then pairs (a + b == b + a exactly, so only the grouping matters) */
+static inline float reduce16(const float x[16]) {
+    float h[8], q[4];
+    for (int i = 0; i < 8; i++) h[i] = x[i + 8] + x[i];
+    for (int i = 0; i < 4; i++) q[i] = h[i + 4] + h[i];
+    return (q[0] + q[2]) + (q[1] + q[3]);
+}
+
+/* Without AVX-512: the AVX-512 kernel's sums, lane for lane, in plain loops over 16 lanes
+ * that the compiler vectorizes (two 8-float vectors with AVX2). Each tap keeps 16 partial
+ * sums; lane l takes conv columns l and 16 + l of each 32-column chunk (l first), conv
+ * rows in order, chunk after chunk; the bias gradient's lane l takes pooled column l; the
+ * lanes are then added in _mm512_reduce_add_ps's tree. Columns beyond the chunk have a
+ * zero gradient, whose products add nothing to a sum, so they read zeros here. Hence the
+ * same bits as the AVX-512 kernel on every CPU: the golden hashes hold without AVX-512. */
 static void conv_backward_one(const cnn *m, const float *restrict img, const float *restrict pooled,
                               const unsigned char *restrict arg, const float *restrict dpool, float *restrict slot) {
-    conv_backward_ref(m, img, pooled, arg, dpool, slot);
+    int S = m->side, P = m->pool_side, W2 = 2 * P;
+    float g[9][16], db[16];
+    memset(g, 0, sizeof g);
+    memset(db, 0, sizeof db);
+    for (int cx0 = 0; cx0 < W2; cx0 += 32) {
+        int n = W2 - cx0 < 32 ? W2 - cx0 : 32;        /* conv columns of the chunk (even) */
+        for (int py = 0; py < P; py++) {
+            float d[2][32], x[4][34];                 /* dL/dconv of conv rows 2py, 2py + 1; input rows */
+            memset(d, 0, sizeof d);
+            memset(x, 0, sizeof x);
+            long at = (long)py * P + cx0 / 2;
+            for (int i = 0; i < 16; i++) {
+                float gv = i < n / 2 && pooled[at + i] > 0.0f ? dpool[at + i] : 0.0f;
+                db[i] += gv;
+                if (i < n / 2) d[arg[at + i] / 2][2 * i + arg[at + i] % 2] = gv;
+            }
+            for (int r = 0; r < 4; r++)
+                memcpy(x[r], img + (long)(2 * py + r) * S + cx0, sizeof(float) * (size_t)(n + 2));
+            for (int c = 0; c < 2; c++)
+                for (int ky = 0; ky < 3; ky++)
+                    for (int kx = 0; kx < 3; kx++) {
+                        float *restrict gk = g[ky * 3 + kx];
+                        const float *restrict xr = x[c + ky] + kx;
+                        for (int l = 0; l < 16; l++)
+                            gk[l] = fmaf(d[c][16 + l], xr[16 + l], fmaf(d[c][l], xr[l], gk[l]));
+                    }
+        }
+    }
+    for (int k = 0; k < 9; k++) slot[k] = reduce16(g[k]);
+    slot[9] = reduce16(db);
 }
 #endif
 
