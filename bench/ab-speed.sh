@@ -80,6 +80,7 @@ need_tools flock taskset mpirun
 old=$(mktemp -d /tmp/partrain-ab-XXXXXX)
 # shellcheck disable=SC2016  # $old: expanded at exit
 bench_at_exit 'git worktree remove --force "$old" >/dev/null 2>&1 || rm -rf "$old"'
+bench_cpu_line
 echo "ab-speed: building $base (${rev:0:10}) in $old and this tree"
 git worktree add --detach -q "$old" "$rev"
 make -s -C "$old" "${progs[@]}" >/dev/null || { echo "ab-speed: building $base failed" >&2; exit 1; }

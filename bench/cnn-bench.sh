@@ -101,6 +101,7 @@ cores_log=$BENCH_TMP/cores.log   # "P T conv-us-per-worker" of every cnn run, in
 : >"$cores_log"
 
 since=$(utc_now)
+bench_cpu_line
 echo "cnn-bench: $data$([ "$train" -eq 0 ] || echo " (first $train)"), batch 32, $epochs epochs x $runs runs," \
      "P x T ${CONFIGS[*]}, $C cores$([ "$C" = "$cores" ] || echo " ($cores real)"), torch $torch_version, OMP_WAIT_POLICY ${OMP_WAIT_POLICY:-unset} (passive where ranks x threads > cores);" \
      "rows -> $csv"

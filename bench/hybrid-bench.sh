@@ -74,6 +74,7 @@ common=(--data "$data" --epochs "$epochs" --quiet)
 bench_tmp
 rows=$BENCH_TMP/rows.csv   # this invocation's rows, appended to the CSV at the end
 BENCH_CSV=$rows BENCH_TOTAL=$(( runs * $(wc -w <<<"$batches") * (1 + (BENCH_CORUN > 0) + ${#CONFIGS[@]}) )) BENCH_WIDTH=16
+bench_cpu_line
 echo "hybrid-bench: $data$([ "$train" = 0 ] || echo " (first $train)"), batches $batches, $epochs epochs x $runs runs, P x T ${CONFIGS[*]}," \
      "$SWEEP_CORES cores$([ "$SWEEP_CORES" = "$cores" ] || echo " ($cores real)"); rows -> $csv"
 for _ in $(seq 1 "$runs"); do

@@ -109,6 +109,7 @@ omp_cpus="0-$(( (C <= cores ? C : cores) - 1 ))" omp_env=(env -u OPENBLAS_CORETY
 bench_tmp
 cores_log=$BENCH_TMP/cores.log   # "batch variant P compute-us-per-rank" of every mpi run, in run order
 : >"$cores_log"
+bench_cpu_line
 echo "mpi-bench: $data$([ "$train" -eq 0 ] || echo " (first $train)"), batches $batches, $epochs epochs x $runs runs," \
      "ranks ${ranks// /, }, $SWEEP_CORES cores$([ "$SWEEP_CORES" = "$(nproc)" ] || echo " ($(nproc) real)"); rows -> $csv"
 for r in $(seq 1 "$runs"); do

@@ -143,6 +143,7 @@ common=(--data "$data" --epochs "$epochs" --quiet)
 [ -n "$since" ] || since=$(utc_now)
 per_set=$(( 1 + (BENCH_CORUN > 0) + ${#VARIANTS[@]} * ${#thread_list[@]} + torch * ${#thread_list[@]} ))
 total=$(( runs * ${#batch_list[@]} * per_set ))
+bench_cpu_line
 echo "openmp-bench: $data$([ "$train" -eq 0 ] || echo " (first $train samples)"), batches ${batches}, threads ${threads}, $epochs epochs x $runs runs," \
      "$SWEEP_CORES cores$([ "$SWEEP_CORES" = "$cores" ] || echo " ($cores real)"), torch $torch_version; rows -> $csv"
 BENCH_TOTAL=$total BENCH_CSV=$csv

@@ -12,12 +12,12 @@
 #   --csv FILE     every run's row [results/serial-peak.csv]
 #   --max-other C  other load in cores above which a run is marked disturbed [0.05]
 # One round, all on core 0 (taskset -c 0): bench/fma-peak.c for 1 s (its best quarter
-# second: twelve chains of 512-bit FMAs), serial --batch 64 on the full training set, and
+# second: twelve chains of the widest FMAs), serial --batch 64 on the full training set, and
 # serial --batch 64 --image-size 112 on --train-112 samples. A serial run's gflops column is
 # the MLP's multiply-add FLOPs per sample (forward, backward, update) times the samples,
 # over its median epoch: everything an epoch does (the batch's gather, the softmax, the
-# update) is in its time. Needs AVX-512 (bench/fma-peak.c's kernel); without it: exit 1
-# with the reason.
+# update) is in its time. Needs AVX-512 or AVX2 + FMA (bench/fma-peak.c measures the widest
+# FMA the build targets, the width common/gemm.h's kernel uses); without: exit 1, the reason.
 # Output: the CPU model and family, one line per run, then a table "round | FMA peak |
 # b64 GFLOP/s | fraction | 112 GFLOP/s | fraction" and the median fractions; every run in
 # --csv FILE: round,what,gflops,other_load_cores,disturbed
@@ -48,13 +48,14 @@ done
 [ ! -e "$csv" ] || head -n 1 "$csv" | grep -q '^round,what,gflops,' || die "--csv $csv: an existing file that is not this benchmark's"
 [ -d "$(dirname "$csv")" ] || mkdir -p "$(dirname "$csv")" || die "--csv $csv: cannot create its directory"
 need_tools flock taskset
-grep -qw avx512f /proc/cpuinfo || { echo "serial-peak: this CPU has no AVX-512, which bench/fma-peak.c needs" >&2; exit 1; }
+grep -qw avx512f /proc/cpuinfo || { grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; } ||
+  { echo "serial-peak: this CPU has neither AVX-512 nor AVX2 + FMA, one of which bench/fma-peak.c needs" >&2; exit 1; }
 make -s serial/serial >/dev/null || { echo "serial-peak: the build failed" >&2; exit 1; }
 bench_tmp
 ${CC:-cc} -std=c11 -O2 -march=native bench/fma-peak.c -o "$BENCH_TMP/fma-peak" ||
   { echo "serial-peak: bench/fma-peak.c does not build" >&2; exit 1; }
 
-echo "serial-peak: CPU $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1) (family $(sed -n 's/^cpu family[[:space:]]*: //p' /proc/cpuinfo | head -n 1)), core 0"
+echo "serial-peak: CPU $(cpu_kind); core 0"
 echo "round,what,gflops,$BENCH_COLS" >"$csv"
 BENCH_CSV=$BENCH_TMP/run.csv BENCH_TOTAL=$((3 * rounds)) BENCH_WIDTH=22 BENCH_CUT=90
 run() {   # ROUND WHAT: one run (bench_run), its row appended to $csv; GFLOPS: its rate

@@ -78,6 +78,7 @@ common=(--data "$data" --batch "$batch" --epochs "$epochs" --quiet)
 [ "$train" -eq 0 ] || common+=(--train "$train")
 
 since=$(utc_now)
+bench_cpu_line
 echo "serial-vs-torch: $data, batch $batch, $epochs epochs x $runs runs, core $cpu, torch $torch_version;" \
      "serial GEMMs: ${VARIANTS[*]}; rows -> $csv"
 BENCH_TOTAL=$(( runs * (${#VARIANTS[@]} + 1) )) BENCH_WIDTH=14 BENCH_CUT=1000 BENCH_CSV=$csv

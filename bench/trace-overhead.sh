@@ -48,7 +48,7 @@ C=$SWEEP_CORES
 passive=(); [ "$C" -le "$(nproc)" ] || passive=(env OMP_WAIT_POLICY=passive)   # above the real cores: threads sleep
 make -s serial/serial openmp/openmp mpi/mpi >/dev/null || { echo "trace-overhead: the build failed" >&2; exit 1; }
 
-echo "trace-overhead: CPU $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1) (family $(sed -n 's/^cpu family[[:space:]]*: //p' /proc/cpuinfo | head -n 1)), $(nproc) cores, C = $C"
+echo "trace-overhead: CPU $(cpu_kind), $(nproc) cores, C = $C"
 csv=results/trace-overhead.csv
 mkdir -p results
 echo "trainer,kind,pair,epoch_seconds_median,$BENCH_COLS" >"$csv"

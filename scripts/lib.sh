@@ -36,6 +36,9 @@
 #   bench_tmp         BENCH_TMP, a temporary directory removed on exit (the EXIT trap)
 #   bench_at_exit CMD CMD run on exit too (scripts set no EXIT trap of their own)
 #   utc_now           the time in the CSVs' timestamp format
+#   cpu_kind          this CPU in one line: model, family/model, AMD's core name where
+#                     known, and the widest vector unit the kernel uses (AVX-512 or AVX2)
+#   bench_cpu_line    "NAME: CPU <cpu_kind>": every benchmark names the CPU kind it ran on
 #   sweep_option OPT VALUE, sweep_setup MODE, machine_cores, sweep_list MAX [quick],
 #   grid_list C CAP [pairs]   the thread, rank and P x T lists of every sweep, derived
 #                     from the machine's cores in one place (see "the sweep lists" below;
@@ -85,6 +88,27 @@ need_built() {
   local b
   for b in "$@"; do [ -x "$b" ] || die "$b is not built (run: make all)"; done
 }
+# cpu_kind: "AMD EPYC, family 25 model 1 (Zen 3), AVX2 + FMA, no AVX-512". The family alone
+# does not name the core: AMD's family 25 is Zen 3 and Zen 4 by model (Milan 0x01, Genoa 0x11).
+cpu_kind() {
+  local name fam mod core="" isa
+  name=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -n 1)
+  fam=$(sed -n 's/^cpu family[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -n 1)
+  mod=$(sed -n 's/^model[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -n 1)
+  if [[ $name == *AMD* && $fam =~ ^[0-9]+$ && $mod =~ ^[0-9]+$ ]]; then
+    case $fam in
+      23) if [ "$mod" -ge 48 ]; then core="Zen 2"; else core="Zen or Zen+"; fi ;;
+      25) if (( (mod >= 16 && mod <= 31) || (mod >= 96 && mod <= 127) || (mod >= 160 && mod <= 175) )); then
+            core="Zen 4"; else core="Zen 3"; fi ;;
+      26) core="Zen 5" ;;
+    esac
+  fi
+  if grep -qw avx512f /proc/cpuinfo 2>/dev/null; then isa="AVX-512"
+  elif grep -qw avx2 /proc/cpuinfo 2>/dev/null && grep -qw fma /proc/cpuinfo 2>/dev/null; then isa="AVX2 + FMA, no AVX-512"
+  else isa="no AVX2"; fi
+  echo "${name:-unknown CPU}, family ${fam:-?} model ${mod:-?}${core:+ ($core)}, $isa"
+}
+bench_cpu_line() { echo "$BENCH_NAME: CPU $(cpu_kind)"; }
 utc_now() { date -u +%Y-%m-%dT%H:%M:%SZ; }
 
 # ---------------------------------------------------------------- variants

@@ -144,10 +144,27 @@ def _c2c(v):
     return f"{v:.0f} ns round trip (bench/c2c, median)" if isinstance(v, (int, float)) else str(v)
 
 
+def core_name(m):
+    """": Zen 3" and so on for an AMD CPU whose family and model name its core (scripts/lib.sh's
+    cpu_kind has the same table; family 25 is Zen 3 or Zen 4 by model), else """""
+    try:
+        fam, mod = (int(v) for v in str(m.get("cpu_family_model_stepping", "")).split("/")[:2])
+    except ValueError:
+        return ""
+    if "AMD" not in str(m.get("cpu_model", "")):
+        return ""
+    if fam == 23:
+        return ": Zen 2" if mod >= 48 else ": Zen or Zen+"
+    if fam == 25:
+        return ": Zen 4" if 16 <= mod <= 31 or 96 <= mod <= 127 or 160 <= mod <= 175 else ": Zen 3"
+    return ": Zen 5" if fam == 26 else ""
+
+
 def facts(m, sweep):
     """the machine table's (item, value) rows from machine.json's dict M (collect()'s keys)
     and the sweep's cores SWEEP (partrain.sweep_machine)"""
-    return [("CPU", f"{m.get('cpu_model', 'unknown')} (family/model/stepping {m.get('cpu_family_model_stepping', '?')})"),
+    return [("CPU", f"{m.get('cpu_model', 'unknown')} (family/model/stepping {m.get('cpu_family_model_stepping', '?')}"
+                    f"{core_name(m)})"),
             ("CPU flags", m.get("cpu_flags", "unknown")),
             ("cores", f"{m.get('real_cores_online', '?')} online (sockets/cores/threads "
                       f"{m.get('sockets_cores_threads', '?')}); the sweeps assumed {sweep['cores']} "
@@ -174,5 +191,6 @@ def one_line(m):
     swept = m.get("cores")
     # CPUs: what the machine has; the sweep's cores (--cores N) said beside them when they differ
     cores = f"{cpus} CPUs" + (f" (the sweeps assumed {swept} cores)" if isinstance(swept, int) and swept != cpus else "")
-    return (f"{m.get('cpu_model', 'unknown CPU')} (family/model/stepping {m.get('cpu_family_model_stepping', '?')}), "
+    return (f"{m.get('cpu_model', 'unknown CPU')} (family/model/stepping {m.get('cpu_family_model_stepping', '?')}"
+            f"{core_name(m)}), "
             f"{cores}, {_gib(m.get('memory_gib', '?'))}, {comp}, {m.get('date', 'date unknown')}")
