@@ -69,7 +69,7 @@ STD      = -std=c11
 CPPFLAGS = -Icommon
 LDLIBS   = -lz -lm
 
-COMMON_SRC = common/idx.c common/options.c common/results.c common/checkpoint.c
+COMMON_SRC = common/idx.c common/options.c common/results.c common/checkpoint.c common/isa_check.c
 MPI_SRC    = common/watchdog.c   # the MPI programs' stuck-rank watchdog (a thread: -pthread)
 COMMON_HDR = $(wildcard common/*.h)
 
@@ -200,6 +200,11 @@ $(O)bench/handover: bench/handover.c bench/cpu_pair.h
 	@mkdir -p $(dir $@)
 	$(CC) $(STD) $(CFLAGS) $(ARCH) $(WARN) $(CPPFLAGS) -pthread bench/handover.c -o $@
 
+# bench/gemm-step: the kernel's products of one MLP step, each timed (docs/NOTES.md 45); not in all
+$(O)bench/gemm-step: bench/gemm-step.c bench/cpu_pair.h common/gemm.h common/options.h
+	@mkdir -p $(dir $@)
+	$(CC) $(STD) $(CFLAGS) $(ARCH) $(WARN) $(CPPFLAGS) -pthread bench/gemm-step.c -o $@ -lm
+
 # the CNN: MPI ranks x OpenMP threads, so $(MPICC) with -fopenmp
 $(O)cnn/cnn: cnn/cnn.c $(COMMON_SRC) $(MPI_SRC) $(COMMON_HDR)
 	@mkdir -p $(dir $@)
@@ -227,7 +232,7 @@ $(O)cuda/cuda-mpi: LDLIBS += -lpthread
 # and the update, so the device does serial's float operations (see cuda/cuda.cu).
 # The emulation builds compile the same file as C++ with -ffp-contract=off for the same
 # reason; they are built even with NO_CUDA=1 (which only skips nvcc).
-CUDA_OBJ  = $(O)cuda/obj/idx.o $(O)cuda/obj/options.o $(O)cuda/obj/results.o
+CUDA_OBJ  = $(O)cuda/obj/idx.o $(O)cuda/obj/options.o $(O)cuda/obj/results.o $(O)cuda/obj/isa_check.o
 CUDA_DEPS = cuda/cuda.cu $(CUDA_OBJ) $(COMMON_HDR)
 NVCCFLAGS = -std=c++17 -O3 -fmad=false $(CUDA_ARCH) -Xcompiler -O3,$(ARCH),-Wall,-Wextra
 NVCCLIBS  = -lcublas -Xlinker -rpath,$(abspath $(dir $(NVCC))../lib64) $(LDLIBS)

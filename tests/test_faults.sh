@@ -26,7 +26,9 @@
 #      under C;
 #   9. script inputs: summarize.py on non-UTF-8 bytes, a stray '"', a short row;
 #      report.py with train_n=inf; checkpoint.py with a non-UTF-8 data name: one line
-#      naming the file and line, exit 2 (report.py still writes the report), no traceback.
+#      naming the file and line, exit 2 (report.py still writes the report), no traceback;
+#  10. a build for another CPU: an instruction set the build uses and this CPU lacks is
+#      named in one line before main (common/isa_check.c), exit 1, instead of SIGILL.
 set -u
 cd "$(dirname "$0")/.." || exit 1
 . tests/lib.sh
@@ -319,4 +321,23 @@ serial/serial --data "$TMP/"$'d\xff' --train 300 --test 50 --epochs 1 --quiet --
 python3 scripts/checkpoint.py "$TMP/nonutf.ck" >"$TMP/in.out" 2>"$TMP/in.err"; rc=$?
 check "checkpoint.py: a data directory name that is not UTF-8 is not 'corrupted'" "exit $rc: $(head -c 200 "$TMP/in.err")" \
   eval '[ $rc = 0 ] && grep -q "^epochs done: *1" "$TMP/in.out"'
+
+# ---- 10. a build for another CPU (common/isa_check.c): serial built with an instruction set
+# this CPU lacks (-march=native plus it) says so in one line and exits 1, no SIGILL
+isa="" cpu_flag=""
+for f in avx512fp16:avx512_fp16 avx512bf16:avx512_bf16 avx512f:avx512f avx2:avx2; do
+  grep -qw "${f#*:}" /proc/cpuinfo || { isa=${f%%:*}; cpu_flag=${f#*:}; break; }
+done
+if [ -z "$isa" ] || [ "$(uname -m)" != x86_64 ]; then
+  skip "a build for another CPU" "this CPU has every set the test could build for (avx512fp16, avx512bf16, avx512f, avx2)"
+elif ! cc -std=c11 -O2 -march=native -m"$isa" -Icommon serial/serial.c common/idx.c common/options.c common/results.c \
+       common/checkpoint.c common/isa_check.c -o "$TMP/serial-isa" -lz -lm 2>"$TMP/isa.err"; then
+  fail "a build for another CPU" "cc -m$isa failed: $(head -c 300 "$TMP/isa.err")"
+else
+  "$TMP/serial-isa" --data $DATA --train 300 --test 50 --epochs 1 --csv "$TMP/isa.csv" >"$TMP/isa.out" 2>"$TMP/isa.err"; rc=$?
+  check "serial built with -m$isa on a CPU without $cpu_flag: one line naming $isa and the fixes, exit 1, no row" \
+    "exit $rc: $(head -c 300 "$TMP/isa.err")" \
+    eval '[ $rc = 1 ] && [ "$(wc -l <"$TMP/isa.err")" = 1 ] && grep -q "this build uses $isa instructions.*make PORTABLE=1" "$TMP/isa.err" &&
+      [ ! -s "$TMP/isa.out" ] && [ ! -e "$TMP/isa.csv" ]'
+fi
 finish
