@@ -1,6 +1,7 @@
 /*
- * bench/cpu_pair.h — what bench/c2c.c and bench/handover.c share (header-only): two
- * threads pinned to two CPUs, the clock, integer arguments, the median of the rounds.
+ * bench/cpu_pair.h — what bench/c2c.c, bench/handover.c and bench/gemm-step.c share
+ * (header-only): two threads pinned to two CPUs, the clock, integer arguments, the median
+ * of the rounds.
  */
 #ifndef PARTRAIN_CPU_PAIR_H
 #define PARTRAIN_CPU_PAIR_H
@@ -12,14 +13,14 @@
 #include <stdlib.h>
 #include <time.h>
 
-static double now(void) {
+static inline double now(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
 /* the calling thread onto CPU cpu; 0 when it worked */
-static int pin(int cpu) {
+static inline int pin(int cpu) {
     cpu_set_t s;
     CPU_ZERO(&s);
     CPU_SET(cpu, &s);
@@ -27,7 +28,7 @@ static int pin(int cpu) {
 }
 
 /* a decimal integer in lo..hi into *out (no sign, no spaces, nothing after it); -1 if not */
-static int parse_long(const char *s, long lo, long hi, long *out) {
+static inline int parse_long(const char *s, long lo, long hi, long *out) {
     char *end;
     errno = 0;
     long v = strtol(s, &end, 10);
@@ -36,13 +37,13 @@ static int parse_long(const char *s, long lo, long hi, long *out) {
     return 0;
 }
 
-static int cmp_double(const void *x, const void *y) {
+static inline int cmp_double(const void *x, const void *y) {
     double a = *(const double *)x, b = *(const double *)y;
     return (a > b) - (a < b);
 }
 
 /* the median of v[0..n) (sorts v) */
-static double median_of(double *v, int n) {
+static inline double median_of(double *v, int n) {
     qsort(v, (size_t)n, sizeof *v, cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
@@ -50,7 +51,7 @@ static double median_of(double *v, int n) {
 /* The pair of CPUs: the n_given (0 or 2) in cpus, or else the first two this process may
  * use. Exit 2 with one line (prog: ...) when there is no such pair, 1 when the CPU set
  * cannot be read. */
-static void cpu_pair(const char *prog, long cpus[2], int n_given) {
+static inline void cpu_pair(const char *prog, long cpus[2], int n_given) {
     cpu_set_t allowed;
     if (sched_getaffinity(0, sizeof allowed, &allowed)) { fprintf(stderr, "%s: cannot read the CPU set\n", prog); exit(1); }
     if (n_given == 1) { fprintf(stderr, "%s: give two CPUs or none\n", prog); exit(2); }

@@ -135,7 +135,7 @@ static void transpose_tile(const float *restrict panel, int in, int wd, int i, i
 // Layer l (1..L) maps size[l-1] inputs to size[l] outputs: W[l] is size[l-1] x size[l]
 // (so the forward product is act[l-1] . W[l]), b[l] has size[l] entries.
 // W[l] is row-major, as serial's, for critical/reduction. For loop it is stored column
-// panel by column panel (the NR = 64 columns of one kernel tile, each panel row-major,
+// panel by column panel (the NR columns of one kernel tile, 64 or 16, each panel row-major,
 // the last one narrower): each thread owns whole panels, and so a contiguous part of
 // memory. With row-major W two threads that own the two halves of every row slow each
 // other down (most likely the hardware prefetchers pull the neighbour's half of a row

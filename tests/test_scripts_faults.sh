@@ -70,6 +70,16 @@ one_line_exit2 "corun: an unknown command refused" "no-such-cmd: no such command
 out=$(bench/corun.sh 1 sh -c 'echo one; exit 3' 2>&1); rc=$?
 check "corun: a failing copy -> exit 1, its output shown with its copy number" "exit $rc: $out" \
   eval '[ $rc = 1 ] && grep -qx "copy 0: one" <<<"$out" && grep -qF "copy 0 exited 3" <<<"$out"'
+# bench/gemm-step (NOTES 45): bad input; a small run prints its eight products and the step
+if make -s bench/gemm-step >/dev/null 2>&1; then
+  one_line_exit2 "gemm-step: --batch 0 refused" "--batch needs an integer in 1..65536" bench/gemm-step --batch 0
+  one_line_exit2 "gemm-step: an unknown option refused" "unexpected argument '--bogus'" bench/gemm-step --bogus
+  out=$(bench/gemm-step --batch 16 --inputs 100 --rounds 2 2>&1); rc=$?
+  check "gemm-step: batch 16, 100 inputs: the kernel path, 8 products and the step's rate" "exit $rc: $out" \
+    eval '[ $rc = 0 ] && grep -q "kernel path \(avx512\|avx2\|loops\)" <<<"$out" &&
+      [ "$(grep -cE "^(fwd|bwd|upd)[123] +[0-9.]+ us +[0-9.]+ GFLOP/s$" <<<"$out")" = 8 ] &&
+      grep -qE "^gemm-step: step [0-9.]+ us, [0-9.]+ GFLOP/s$" <<<"$out"'
+else fail "gemm-step: build" "make bench/gemm-step failed"; fi
 # bench/handover (NOTES 44): bad input; a small run prints its four times
 if make -s bench/handover >/dev/null 2>&1; then
   one_line_exit2 "handover: --bytes below one line refused" "--bytes needs an integer" bench/handover --bytes 12
