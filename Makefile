@@ -277,7 +277,7 @@ cuda-mpi: $(if $(HAVE_NVCC),$(O)cuda/cuda-mpi) $(O)cuda/cuda-mpi-emu
 # build in build/sanitize/, made by the same rules as every program.
 TEST_BINS = $(O)tests/bin/test_gemm $(O)tests/bin/test_gemm_loops $(O)tests/bin/test_serial $(O)tests/bin/test_loader $(O)tests/bin/test_results
 TEST_BINS += $(if $(HAVE_CXX),$(O)tests/bin/test_cuda $(O)tests/bin/cuda-emu-bug)
-TEST_BINS += $(if $(and $(HAVE_MPI),$(HAVE_OMP)),$(O)tests/bin/test_cnn)
+TEST_BINS += $(if $(and $(HAVE_MPI),$(HAVE_OMP)),$(O)tests/bin/test_cnn $(O)tests/bin/test_cnn_loops)
 test-bins: $(TEST_BINS)
 
 $(O)tests/bin/test_serial: tests/test_serial.c serial/serial.c $(COMMON_SRC) $(COMMON_HDR) tests/check.h
@@ -297,6 +297,11 @@ $(O)tests/bin/test_results: tests/test_results.c common/results.c $(COMMON_HDR) 
 $(O)tests/bin/test_cnn: tests/test_cnn.c cnn/cnn.c $(COMMON_SRC) $(MPI_SRC) $(COMMON_HDR) tests/check.h
 	@mkdir -p $(dir $@)
 	$(MPICC) $(STD) $(SAN) $(ARCH) $(WARN) -fopenmp $(CPPFLAGS) tests/test_cnn.c $(COMMON_SRC) $(MPI_SRC) -o $@ $(LDLIBS)
+# the same without AVX2 (and so without AVX-512): the convolution's 16-lane loops, whose
+# bits tests/test_cnn.sh compares with the native build's
+$(O)tests/bin/test_cnn_loops: tests/test_cnn.c cnn/cnn.c $(COMMON_SRC) $(MPI_SRC) $(COMMON_HDR) tests/check.h
+	@mkdir -p $(dir $@)
+	$(MPICC) $(STD) $(SAN) $(ARCH) -mno-avx2 $(WARN) -fopenmp $(CPPFLAGS) tests/test_cnn.c $(COMMON_SRC) $(MPI_SRC) -o $@ $(LDLIBS)
 
 # CUDA emulation test builds: the kernel unit test with ASan + UBSan (fiber stack switches
 # are announced to ASan by cuda_emu.h), and the trainer without the tiled kernel's second

@@ -57,7 +57,7 @@
 #include "timer.h"
 #include "trace_mpi.h"  /* --trace: TRACE(cat, name) marks, the ranks' events gathered */
 
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
 #include <immintrin.h>
 #endif
 #ifndef _OPENMP
@@ -446,8 +446,107 @@ static void conv_pool_forward_one(const cnn *m, const float *restrict img, int f
         }
     }
 }
+#elif defined(__AVX2__) && defined(__FMA__)
+/* AVX2 + FMA (no AVX-512): the AVX-512 forward's design on 8-float vectors. A pass is one
+ * pooled row: conv rows 2py and 2py + 1 over a chunk of 32 conv columns, in 8 ymm
+ * accumulators; each input row is loaded once per shift and feeds both conv rows it
+ * meets. Per conv output: bias, then taps (ky, kx) row-major, one FMA each: the
+ * reference's order and bits. Loads are masked (zeros beyond the chunk's conv columns)
+ * only where a plain load would run past the image (pass_masked); elsewhere the lanes
+ * beyond the chunk read pixels of the next row, which only reach conv columns the
+ * pooling discards. */
+static inline int pass_masked(int S, int last_row, int cx0) {
+    return (long)last_row * S + cx0 + 2 + 32 > (long)S * S;
+}
+
+/* lanes 0..7 of a 32-column chunk's vector v that hold one of its n columns */
+static inline __m256i lane_mask(int n, int v) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n - 8 * v), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/* columns 0, 2, .., 14 (even) or 1, 3, .., 15 (odd) of two 8-column vectors a, b */
+static inline __m256 even8(__m256 a, __m256 b) {
+    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0))),
+                                                  _MM_SHUFFLE(3, 1, 2, 0)));
+}
+static inline __m256 odd8(__m256 a, __m256 b) {
+    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1))),
+                                                  _MM_SHUFFLE(3, 1, 2, 0)));
+}
+
+/* 2x2 pooling of 8 windows: top row (t0 t1), bottom row (u0 u1), 16 conv columns after
+ * ReLU; the window scanned (0,0) (0,1) (1,0) (1,1) with a strict >: the first maximum */
+static inline __attribute__((always_inline)) void
+pool8(__m256 t0, __m256 t1, __m256 u0, __m256 u1, __m256 *best, __m256 *which) {
+    __m256 b = even8(t0, t1), q1 = odd8(t0, t1), q2 = even8(u0, u1), q3 = odd8(u0, u1), w = _mm256_setzero_ps();
+    __m256 k = _mm256_cmp_ps(q1, b, _CMP_GT_OQ);
+    b = _mm256_blendv_ps(b, q1, k); w = _mm256_blendv_ps(w, _mm256_set1_ps(1.0f), k);
+    k = _mm256_cmp_ps(q2, b, _CMP_GT_OQ);
+    b = _mm256_blendv_ps(b, q2, k); w = _mm256_blendv_ps(w, _mm256_set1_ps(2.0f), k);
+    k = _mm256_cmp_ps(q3, b, _CMP_GT_OQ);
+    b = _mm256_blendv_ps(b, q3, k); w = _mm256_blendv_ps(w, _mm256_set1_ps(3.0f), k);
+    *best = b;
+    *which = w;
+}
+
+static inline __attribute__((always_inline)) void
+conv_pool_pass(const int MASKED, const float *row, int S, const float *w, float bias, int n, float *pooled,
+               unsigned char *arg) {
+    const __m256i m0 = lane_mask(n, 0), m1 = lane_mask(n, 1), m2 = lane_mask(n, 2), m3 = lane_mask(n, 3);
+    __m256 a0 = _mm256_set1_ps(bias), a1 = a0, a2 = a0, a3 = a0, c0 = a0, c1 = a0, c2 = a0, c3 = a0;
+#define LD(p, m) (MASKED ? _mm256_maskload_ps((p), (m)) : _mm256_loadu_ps(p))
+    for (int r = 0; r < 4; r++)            /* input row 2py + r: conv row 0 at ky = r, row 1 at ky = r - 1 */
+        for (int kx = 0; kx < 3; kx++) {
+            const float *p = row + (long)r * S + kx;
+            __m256 i0 = LD(p, m0), i1 = LD(p + 8, m1), i2 = LD(p + 16, m2), i3 = LD(p + 24, m3);
+            if (r < 3) {
+                __m256 wv = _mm256_broadcast_ss(w + r * 3 + kx);
+                a0 = _mm256_fmadd_ps(wv, i0, a0); a1 = _mm256_fmadd_ps(wv, i1, a1);
+                a2 = _mm256_fmadd_ps(wv, i2, a2); a3 = _mm256_fmadd_ps(wv, i3, a3);
+            }
+            if (r > 0) {
+                __m256 wv = _mm256_broadcast_ss(w + (r - 1) * 3 + kx);
+                c0 = _mm256_fmadd_ps(wv, i0, c0); c1 = _mm256_fmadd_ps(wv, i1, c1);
+                c2 = _mm256_fmadd_ps(wv, i2, c2); c3 = _mm256_fmadd_ps(wv, i3, c3);
+            }
+        }
+#undef LD
+    const __m256 zero = _mm256_setzero_ps();   /* ReLU, then pooling */
+    __m256 b0, w0, b1, w1;
+    pool8(_mm256_max_ps(a0, zero), _mm256_max_ps(a1, zero), _mm256_max_ps(c0, zero), _mm256_max_ps(c1, zero), &b0, &w0);
+    pool8(_mm256_max_ps(a2, zero), _mm256_max_ps(a3, zero), _mm256_max_ps(c2, zero), _mm256_max_ps(c3, zero), &b1, &w1);
+    float which[16];
+    _mm256_storeu_ps(which, w0);
+    _mm256_storeu_ps(which + 8, w1);
+    int np = n / 2;                        /* pooled columns of the chunk */
+    if (np == 16) {
+        _mm256_storeu_ps(pooled, b0);
+        _mm256_storeu_ps(pooled + 8, b1);
+    } else {
+        _mm256_maskstore_ps(pooled, lane_mask(np, 0), b0);
+        _mm256_maskstore_ps(pooled + 8, lane_mask(np, 1), b1);
+    }
+    for (int i = 0; i < np; i++) arg[i] = (unsigned char)which[i];
+}
+
+static void conv_pool_forward_one(const cnn *m, const float *restrict img, int f, float *restrict pf,
+                                  unsigned char *restrict af) {
+    int S = m->side, P = m->pool_side, F = m->filters, W2 = 2 * P;
+    float w[9];
+    for (int k = 0; k < 9; k++) w[k] = m->Wc[k * F + f];
+    for (int cx0 = 0; cx0 < W2; cx0 += 32) {
+        int n = W2 - cx0 < 32 ? W2 - cx0 : 32;        /* conv columns of the chunk (even) */
+        for (int py = 0; py < P; py++) {
+            const float *row = img + (long)(2 * py) * S + cx0;
+            if (pass_masked(S, 2 * py + 3, cx0))
+                conv_pool_pass(1, row, S, w, m->bc[f], n, pf + py * P + cx0 / 2, af + py * P + cx0 / 2);
+            else
+                conv_pool_pass(0, row, S, w, m->bc[f], n, pf + py * P + cx0 / 2, af + py * P + cx0 / 2);
+        }
+    }
+}
 #else
-/* Without AVX-512: the reference's sums and tie rule, computed a row of up to 32 conv
+/* Without AVX-512 or AVX2: the reference's sums and tie rule, computed a row of up to 32 conv
  * columns at a time in loops the compiler vectorizes (each conv output is still bias +
  * taps in row-major order, one fused multiply-add each, so the same bits). */
 static void conv_pool_forward_one(const cnn *m, const float *restrict img, int f, float *restrict pf,
@@ -660,6 +759,70 @@ static inline float reduce16(const float x[16]) {
     return (q[0] + q[2]) + (q[1] + q[3]);
 }
 
+#if defined(__AVX2__) && defined(__FMA__)
+/* AVX2: the same 16 lanes per tap in two ymm vectors (lanes 0..7: conv columns 0..7 then
+ * 16..23 of the chunk; lanes 8..15: columns 8..15 then 24..31), filled in the AVX-512
+ * kernel's order and added in its tree (reduce16), so the same bits. dL/dconv is rebuilt in
+ * registers from the argmax as there; the loads are the forward's (pass_masked). */
+static void conv_backward_one(const cnn *m, const float *restrict img, const float *restrict pooled,
+                              const unsigned char *restrict arg, const float *restrict dpool, float *restrict slot) {
+    int S = m->side, P = m->pool_side, W2 = 2 * P;
+    const __m256 zero = _mm256_setzero_ps();
+    __m256 g[9][2], db[2] = { zero, zero };
+    for (int k = 0; k < 9; k++) g[k][0] = g[k][1] = zero;
+    for (int cx0 = 0; cx0 < W2; cx0 += 32) {
+        int n = W2 - cx0 < 32 ? W2 - cx0 : 32;        /* conv columns of the chunk (even) */
+        const __m256i m0 = lane_mask(n, 0), m1 = lane_mask(n, 1), m2 = lane_mask(n, 2), m3 = lane_mask(n, 3);
+        for (int py = 0; py < P; py++) {
+            long at = (long)py * P + cx0 / 2;
+            __m256 d[2][4];                           /* dL/dconv of conv rows 2py, 2py + 1, columns 8v.. */
+            for (int h = 0; h < 2; h++) {             /* pooled columns 8h .. 8h + 7 */
+                __m256i pm = lane_mask(n / 2, h);
+                __m256 pv = _mm256_maskload_ps(pooled + at + 8 * h, pm), gv = _mm256_maskload_ps(dpool + at + 8 * h, pm);
+                gv = _mm256_and_ps(gv, _mm256_cmp_ps(pv, zero, _CMP_GT_OQ));          /* ReLU' */
+                db[h] = _mm256_add_ps(db[h], gv);
+                /* 8 argmax bytes (the buffer has slack at its end; lanes beyond hold gv = 0) */
+                __m256i av = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(arg + at + 8 * h)));
+                __m256 q[4];
+                for (int k = 0; k < 4; k++)
+                    q[k] = _mm256_and_ps(gv, _mm256_castsi256_ps(_mm256_cmpeq_epi32(av, _mm256_set1_epi32(k))));
+                for (int c = 0; c < 2; c++) {         /* interleave (q 2c, q 2c+1) into conv columns 16h .. 16h + 15 */
+                    __m256 lo = _mm256_unpacklo_ps(q[2 * c], q[2 * c + 1]), hi = _mm256_unpackhi_ps(q[2 * c], q[2 * c + 1]);
+                    d[c][2 * h] = _mm256_permute2f128_ps(lo, hi, 0x20);
+                    d[c][2 * h + 1] = _mm256_permute2f128_ps(lo, hi, 0x31);
+                }
+            }
+            const float *row = img + (long)(2 * py) * S + cx0;
+            int masked = pass_masked(S, 2 * py + 3, cx0);
+            for (int c = 0; c < 2; c++)
+                for (int ky = 0; ky < 3; ky++)
+                    for (int kx = 0; kx < 3; kx++) {
+                        const float *p = row + (long)(c + ky) * S + kx;
+                        __m256 x0, x1, x2, x3;
+                        if (masked) {
+                            x0 = _mm256_maskload_ps(p, m0); x1 = _mm256_maskload_ps(p + 8, m1);
+                            x2 = _mm256_maskload_ps(p + 16, m2); x3 = _mm256_maskload_ps(p + 24, m3);
+                        } else {
+                            x0 = _mm256_loadu_ps(p); x1 = _mm256_loadu_ps(p + 8);
+                            x2 = _mm256_loadu_ps(p + 16); x3 = _mm256_loadu_ps(p + 24);
+                        }
+                        __m256 *gk = g[ky * 3 + kx];
+                        gk[0] = _mm256_fmadd_ps(d[c][2], x2, _mm256_fmadd_ps(d[c][0], x0, gk[0]));
+                        gk[1] = _mm256_fmadd_ps(d[c][3], x3, _mm256_fmadd_ps(d[c][1], x1, gk[1]));
+                    }
+        }
+    }
+    float lanes[16];
+    for (int k = 0; k < 9; k++) {
+        _mm256_storeu_ps(lanes, g[k][0]);
+        _mm256_storeu_ps(lanes + 8, g[k][1]);
+        slot[k] = reduce16(lanes);
+    }
+    _mm256_storeu_ps(lanes, db[0]);
+    _mm256_storeu_ps(lanes + 8, db[1]);
+    slot[9] = reduce16(lanes);
+}
+#else
 /* Without AVX-512: the AVX-512 kernel's sums, lane for lane, in plain loops over 16 lanes
  * that the compiler vectorizes (two 8-float vectors with AVX2). Each tap keeps 16 partial
  * sums; lane l takes conv columns l and 16 + l of each 32-column chunk (l first), conv
@@ -700,6 +863,7 @@ static void conv_backward_one(const cnn *m, const float *restrict img, const flo
     for (int k = 0; k < 9; k++) slot[k] = reduce16(g[k]);
     slot[9] = reduce16(db);
 }
+#endif
 #endif
 
 /* The conv gradients of samples [r0, r1), one slot per (sample, filter), in the calling

@@ -5,7 +5,7 @@
  * Hand-computed values for the convolution + ReLU + max-pooling forward and for the
  * convolution's weight gradient, max-pool ties in every position (the rule: the FIRST
  * maximum of the 2x2 window in row-major order gets the gradient), the fast kernels
- * (AVX-512, or without it the 16-lane loops that give the AVX-512 kernel's bits) against
+ * (AVX-512, AVX2, or the 16-lane loops: all three give the AVX-512 kernel's bits) against
  * the scalar reference on awkward sizes (forward bit-identical, backward within 2e-5
  * relative: the lanes sum in another order), a central finite-difference check of
  * the whole CNN's gradient, and that T threads stay within 1e-5 of one thread
@@ -213,6 +213,7 @@ static void test_kernels_vs_reference(void) {
     int sides[] = {4, 5, 6, 7, 9, 28, 33, 34, 35, 37, 40, 66, 67, 70};
     int bad_fwd = 0, bad_bwd = 0;
     double worst = 0;
+    uint64_t digest = 1469598103934665603ULL;   /* FNV-1a over the backward's slot bits */
     for (size_t s = 0; s < sizeof sides / sizeof sides[0]; s++)
         for (int F = 1; F <= 8; F += 7) {
             int S = sides[s];
@@ -240,6 +241,8 @@ static void test_kernels_vs_reference(void) {
                 conv_backward_ref(&r, img, r.pooled + fo, r.arg + ao, r.dpool + fo, b);
                 double err = check_max_rel_err(a, b, 10);
                 if (!(err <= 2e-5)) bad_bwd++;
+                const unsigned char *bytes = (const unsigned char *)a;
+                for (size_t i = 0; i < 10 * sizeof(float); i++) digest = (digest ^ bytes[i]) * 1099511628211ULL;
                 if (err > worst || err != err) worst = err;
             }
             free(img);
@@ -247,9 +250,14 @@ static void test_kernels_vs_reference(void) {
         }
 #if defined(__AVX512F__)
 #define CONV_PATH "AVX-512"
+#elif defined(__AVX2__) && defined(__FMA__)
+#define CONV_PATH "AVX2"
 #else
-#define CONV_PATH "16-lane loops (no AVX-512)"
+#define CONV_PATH "16-lane loops"
 #endif
+    /* the bits of every path's backward: tests/test_cnn.sh compares this line between the
+     * native build and the loops build (tests/bin/test_cnn_loops), which must agree */
+    printf("cnn conv backward digest (%s): %016llx\n", CONV_PATH, (unsigned long long)digest);
     CHECK(CONV_PATH " conv+ReLU+pool == reference bit for bit (14 sizes x 1, 8 filters, with ties)", bad_fwd == 0,
           "%d configurations differ", bad_fwd);
     /* float sums of up to 1,156 products (70x70 images), added in two different orders */

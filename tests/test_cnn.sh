@@ -47,6 +47,19 @@ if [ -x tests/bin/test_cnn ]; then
 else
   fail "tests/bin/test_cnn built" "missing (make tests/bin/test_cnn)"
 fi
+# the convolution's paths give the same bits: this CPU's (AVX-512 or AVX2) and the 16-lane
+# loops of a CPU without either (tests/bin/test_cnn_loops, built with -mno-avx2)
+if [ -x tests/bin/test_cnn_loops ]; then
+  timeout $LIMIT tests/bin/test_cnn_loops >"$TMP/unit-loops" 2>&1
+  native=$(sed -n 's/^cnn conv backward digest (\(.*\)): \([0-9a-f]*\)$/\1 \2/p' "$TMP/unit")
+  loops=$(sed -n 's/^cnn conv backward digest (\(.*\)): \([0-9a-f]*\)$/\1 \2/p' "$TMP/unit-loops")
+  check "cnn conv backward: the ${native% *} kernel and the 16-lane loops give the same bits (14 sizes, 9 filters)" \
+    "native '$native', loops '$loops'" eval '[ -n "${native##* }" ] && [ "${loops% *}" = "16-lane loops" ] && [ "${native##* }" = "${loops##* }" ]'
+  grep -E '^FAIL ' "$TMP/unit-loops" | sed 's/^FAIL /FAIL loops build: /'
+  FAILS=$((FAILS + $(grep -c '^FAIL ' "$TMP/unit-loops")))
+else
+  fail "tests/bin/test_cnn_loops built" "missing (make tests/bin/test_cnn_loops)"
+fi
 
 # run PxT ARGS...: one run with P ranks x T threads, its row appended to $CSV
 run() {
