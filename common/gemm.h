@@ -84,6 +84,16 @@ static inline float epilogue_one(const epilogue *e, float acc, float c_old, int 
  * (a K block before the last, or matmul_continue). */
 enum { EPI_FORWARD, EPI_BACKWARD, EPI_UPDATE, EPI_STORE, EPI_CONTINUE };
 
+/* The vector paths' matmul_tile: one specialised micro_tile per row count (1..MR = 6), each
+ * choosing its vector count in the path's TILE_CASE_NV */
+#define TILE_SWITCH_MR switch (mr) { \
+    case 6: TILE_CASE_NV(6) break; \
+    case 5: TILE_CASE_NV(5) break; \
+    case 4: TILE_CASE_NV(4) break; \
+    case 3: TILE_CASE_NV(3) break; \
+    case 2: TILE_CASE_NV(2) break; \
+    default: TILE_CASE_NV(1) break; }
+
 #if defined(__AVX512F__) && !defined(GEMM_LOOPS)
 #define GEMM_PATH "avx512"
 #define MR 6    /* rows of C per micro-tile */
@@ -186,14 +196,7 @@ matmul_tile(const int kind, int i, int j, int M, int N, int K, const float *A, l
     float *Cij = C + (long)i * ldc + j;
     const float *Pij = P ? P + (long)i * ldp + j : NULL;
     long h_off = (long)i * ldc + j;
-    switch (mr) {
-    case 6: TILE_CASE_NV(6) break;
-    case 5: TILE_CASE_NV(5) break;
-    case 4: TILE_CASE_NV(4) break;
-    case 3: TILE_CASE_NV(3) break;
-    case 2: TILE_CASE_NV(2) break;
-    default: TILE_CASE_NV(1) break;
-    }
+    TILE_SWITCH_MR
 }
 #undef TILE_CASE_NV
 #elif defined(__AVX2__) && defined(__FMA__) && !defined(GEMM_LOOPS)
@@ -301,14 +304,7 @@ matmul_tile(const int kind, int i, int j, int M, int N, int K, const float *A, l
     float *Cij = C + (long)i * ldc + j;
     const float *Pij = P ? P + (long)i * ldp + j : NULL;
     long h_off = (long)i * ldc + j;
-    switch (mr) {
-    case 6: TILE_CASE_NV(6) break;
-    case 5: TILE_CASE_NV(5) break;
-    case 4: TILE_CASE_NV(4) break;
-    case 3: TILE_CASE_NV(3) break;
-    case 2: TILE_CASE_NV(2) break;
-    default: TILE_CASE_NV(1) break;
-    }
+    TILE_SWITCH_MR
 }
 #undef TILE_CASE_NV
 #undef TILE_CALL

@@ -20,37 +20,39 @@
 
 __attribute__((constructor, target("arch=x86-64"))) static void isa_check(void) {
     __builtin_cpu_init();
-    /* __builtin_cpu_supports takes a string literal only: one row per set */
+    /* __builtin_cpu_supports takes a string literal only: one row per set the flags enabled */
+#define SET(name) { __builtin_cpu_supports(name), name },
     const struct { int has; const char *name; } sets[] = {
 #ifdef __AVX512FP16__
-        { __builtin_cpu_supports("avx512fp16"), "avx512fp16" },
+        SET("avx512fp16")
 #endif
 #ifdef __AVX512BF16__
-        { __builtin_cpu_supports("avx512bf16"), "avx512bf16" },
+        SET("avx512bf16")
 #endif
 #ifdef __AVX512F__
-        { __builtin_cpu_supports("avx512f"), "avx512f" },
+        SET("avx512f")
 #endif
 #ifdef __AVX512VL__
-        { __builtin_cpu_supports("avx512vl"), "avx512vl" },
+        SET("avx512vl")
 #endif
 #ifdef __AVX512BW__
-        { __builtin_cpu_supports("avx512bw"), "avx512bw" },
+        SET("avx512bw")
 #endif
 #ifdef __AVX512DQ__
-        { __builtin_cpu_supports("avx512dq"), "avx512dq" },
+        SET("avx512dq")
 #endif
 #ifdef __AVX2__
-        { __builtin_cpu_supports("avx2"), "avx2" },
+        SET("avx2")
 #endif
 #ifdef __FMA__
-        { __builtin_cpu_supports("fma"), "fma" },
+        SET("fma")
 #endif
 #ifdef __AVX__
-        { __builtin_cpu_supports("avx"), "avx" },
+        SET("avx")
 #endif
         { 1, NULL },
     };
+#undef SET
     for (int i = 0; sets[i].name; i++)
         if (!sets[i].has) {
             fprintf(stderr, "%s: this build uses %s instructions, which this CPU does not have (built with "
