@@ -145,8 +145,9 @@ def _c2c(v):
 
 
 def core_name(m):
-    """": Zen 3" and so on for an AMD CPU whose family and model name its core (scripts/lib.sh's
-    cpu_kind has the same table; family 25 is Zen 3 or Zen 4 by model), else """""
+    """the suffix ': Zen 3' (and so on) for an AMD CPU whose family and model name its core,
+    else the empty string (scripts/lib.sh's cpu_kind has the same table; family 25 is Zen 3
+    or Zen 4 by model)"""
     try:
         fam, mod = (int(v) for v in str(m.get("cpu_family_model_stepping", "")).split("/")[:2])
     except ValueError:
