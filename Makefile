@@ -201,7 +201,7 @@ $(O)bench/handover: bench/handover.c bench/cpu_pair.h
 	$(CC) $(STD) $(CFLAGS) $(ARCH) $(WARN) $(CPPFLAGS) -pthread bench/handover.c -o $@
 
 # bench/gemm-step: the kernel's products of one MLP step, each timed (docs/NOTES.md 45); not in all
-$(O)bench/gemm-step: bench/gemm-step.c bench/cpu_pair.h common/gemm.h common/options.h
+$(O)bench/gemm-step: bench/gemm-step.c bench/cpu_pair.h common/gemm.h $(wildcard common/gemm_*.h) common/options.h
 	@mkdir -p $(dir $@)
 	$(CC) $(STD) $(CFLAGS) $(ARCH) $(WARN) $(CPPFLAGS) -pthread bench/gemm-step.c -o $@ -lm
 
@@ -321,10 +321,10 @@ $(O)tests/bin/cuda-emu-bug: $(CUDA_DEPS) cuda/cuda_emu.h
 # the kernel's unit test, -O3 like the trainers (vectorized loops are what must give the
 # fmaf chain's bits), with the sanitizers: the path ARCH selects (native: AVX-512 or AVX2;
 # PORTABLE=1: AVX2), and the plain-loop path (-DGEMM_LOOPS) that every other CPU runs
-$(O)tests/bin/test_gemm: tests/test_gemm.c common/gemm.h common/prng.h common/options.h tests/check.h
+$(O)tests/bin/test_gemm: tests/test_gemm.c common/gemm.h $(wildcard common/gemm_*.h) common/prng.h common/options.h tests/check.h
 	@mkdir -p $(dir $@)
 	$(CC) $(STD) -O3 -g -fsanitize=address,undefined -fno-sanitize-recover=all $(ARCH) $(WARN) $(CPPFLAGS) tests/test_gemm.c -o $@ -lm
-$(O)tests/bin/test_gemm_loops: tests/test_gemm.c common/gemm.h common/prng.h common/options.h tests/check.h
+$(O)tests/bin/test_gemm_loops: tests/test_gemm.c common/gemm.h $(wildcard common/gemm_*.h) common/prng.h common/options.h tests/check.h
 	@mkdir -p $(dir $@)
 	$(CC) $(STD) -O3 -g -fsanitize=address,undefined -fno-sanitize-recover=all $(ARCH) -DGEMM_LOOPS $(WARN) $(CPPFLAGS) tests/test_gemm.c -o $@ -lm
 
