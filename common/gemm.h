@@ -85,6 +85,20 @@ matmul_tile(const int kind, int i, int j, int M, int N, int K, const float *A, l
 }
 #endif
 
+/* Scratch of n floats, one per thread and slot, grown to the largest asked for and kept
+ * (the kernel runs every step; the system frees it at exit). NULL when out of memory. */
+enum { SCRATCH_UPDATE, SCRATCH_PACK_A, SCRATCHES };
+static inline float *scratch(int slot, size_t n) {
+    static _Thread_local float *buf[SCRATCHES];
+    static _Thread_local size_t cap[SCRATCHES];
+    if (n > cap[slot]) {
+        free(buf[slot]);
+        buf[slot] = aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64);
+        cap[slot] = buf[slot] ? n : 0;
+    }
+    return buf[slot];
+}
+
 /* Tile order: column panels of C outside, row blocks inside. One NR-column panel of B
  * (layer 1's W: 784 x 64 floats, 200 KB) then stays in L2 while every row block of A
  * streams past it. Except when all of B is small (at most 64 K floats: it stays in L2 in
@@ -97,26 +111,44 @@ matmul_block(const int kind, int M, int N, int K, const float *A, long a_row, lo
              const float *B, long ldb, float *C, long ldc, const epilogue *e, const float *P, long ldp) {
     int rows_outside = (long)K * N <= 65536 && (long)M * N > LARGE_C;
     int row_tiles = (M + MR - 1) / MR, tile = 0;
+    /* By rows, a transposed A (the update's act^T: one row of act per k) whose rows lie a
+     * multiple of 1 KB apart (at image size 112: 50 KB) puts the tile's K lines of A in at
+     * most 4 of the L1's 64 sets, where they evict each other before the next column tile
+     * reads them again. Such an A is copied per row block to packed[i + k * MR + r], its
+     * K x MR elements consecutive, and read from there by every column tile of the block.
+     * A copied float is the same float: no bit changes. */
+    int pack_a = rows_outside && a_row == 1 && N > NR && a_col % 256 == 0;
+    float *packed = pack_a ? scratch(SCRATCH_PACK_A, (size_t)M + (size_t)K * MR) : NULL;
     for (int i = 0, j = 0; i < M && j < N; tile++) {   /* one call site: the tile code is inlined once */
-        /* By rows, C is large (layer 1's weights or their gradient at a large image: every
-         * element written once, and for the update read once, per step): the next row
-         * block of C is asked for a block early, for writing. The tile touches C only in
-         * its epilogue, after the sums, too late for the out-of-order core to fetch it. */
-        if (rows_outside && j == 0 && i + MR < M)
-            for (int r = i + MR; r < i + 2 * MR && r < M; r++)
-                for (int c = 0; c < N; c += 16) __builtin_prefetch(C + (long)r * ldc + c, 1, 2);
+        const float *At = A;
+        long at_row = a_row, at_col = a_col;
+        if (rows_outside) {
+            /* By rows, C is large (layer 1's weights or their gradient at a large image:
+             * every element written once, and for the update read once, per step): the next
+             * row block of C is asked for a block early, for writing. The tile touches C only
+             * in its epilogue, after the sums, too late for the out-of-order core to fetch it. */
+            if (j == 0 && i + MR < M)
+                for (int r = i + MR; r < i + 2 * MR && r < M; r++)
+                    for (int c = 0; c < N; c += 16) __builtin_prefetch(C + (long)r * ldc + c, 1, 2);
+            if (packed) {
+                if (j == 0)
+                    for (int k = 0, mr = M - i < MR ? M - i : MR; k < K; k++)
+                        for (int r = 0; r < mr; r++) packed[i + k * MR + r] = A[(long)(i + r) + (long)k * a_col];
+                At = packed, at_row = 1, at_col = MR;
+            }
+        }
         /* By column panels, the update and the plain sums: the tile two ahead is asked for,
          * for writing. Its lines may sit in another core's cache (W that the other workers
          * read in their forward, a gradient buffer they summed), and each write must first
          * take its line back, a round trip between cores; asked for ahead, the round trips
          * overlap the sums of the tiles in between (docs/NOTES.md 44). */
-        else if (e->shared_c && !rows_outside && (kind == EPI_UPDATE || kind == EPI_STORE)) {
+        else if (e->shared_c && (kind == EPI_UPDATE || kind == EPI_STORE)) {
             int ahead = tile + 2, pi = ahead % row_tiles * MR, pj = ahead / row_tiles * NR;
             if (pj < N)
                 for (int r = pi; r < pi + MR && r < M; r++)
                     for (int c = pj; c < pj + NR && c < N; c += 16) __builtin_prefetch(C + (long)r * ldc + c, 1, 2);
         }
-        matmul_tile(kind, i, j, M, N, K, A, a_row, a_col, B, ldb, C, ldc, e, P, ldp);
+        matmul_tile(kind, i, j, M, N, K, At, at_row, at_col, B, ldb, C, ldc, e, P, ldp);
         if (rows_outside) { if ((j += NR) >= N) { j = 0; i += MR; } }
         else if ((i += MR) >= M) { i = 0; j += NR; }
     }
@@ -143,24 +175,10 @@ matmul_block_partial(int M, int N, int K, const float *A, long a_row, long a_col
  * last block applies the epilogue. A stored and reloaded float is the same float, so
  * every element is still one chain of roundings over K in order: no bit changes. The
  * partial sums go to C itself, except for the update, whose epilogue reads C's old
- * values: there they go to a scratch of M x N floats (update_scratch). */
+ * values: there they go to a scratch of M x N floats (scratch(SCRATCH_UPDATE)). */
 #ifndef KC
 #define KC 512
 #endif
-/* The update's partial sums over its K blocks: one buffer per thread, grown to the
- * largest M x N asked for and kept, since the update runs every step (the system frees it
- * at exit). NULL when out of memory: the caller then runs one block over all of K. */
-static inline float *update_scratch(size_t n) {
-    static _Thread_local float *buf;
-    static _Thread_local size_t cap;
-    if (n > cap) {
-        free(buf);
-        buf = aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64);
-        cap = buf ? n : 0;
-    }
-    return buf;
-}
-
 /* All tiles over all of K, in the calling thread */
 static inline __attribute__((always_inline)) void
 matmul_tiles(const int kind, int M, int N, int K, const float *A, long a_row, long a_col,
@@ -168,7 +186,7 @@ matmul_tiles(const int kind, int M, int N, int K, const float *A, long a_row, lo
     float *P = C;
     long ldp = ldc;
     if (K > KC && kind == EPI_UPDATE) {
-        P = update_scratch((size_t)M * (size_t)N);
+        P = scratch(SCRATCH_UPDATE, (size_t)M * (size_t)N);
         ldp = N;
     }
     for (int k0 = 0;; k0 += KC) {   /* K <= KC, or no scratch: one block over all of K */
