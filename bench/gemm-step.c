@@ -8,6 +8,9 @@
  *   fwd1..3   act[l] = relu(act[l-1] . W[l] + b[l])       (M = B, K = inputs of layer l)
  *   bwd3, 2   dz[l-1] = (dz[l] . W[l]^T) * relu'(act)      (W^T row-major, as serial keeps it)
  *   upd3..1   W[l] += -lr/B * act[l-1]^T . dz[l]           (the fused update, K = B)
+ * With --panels, W is stored column panel by column panel (NR columns each, row-major
+ * within: the layout openmp --accum loop and model keep), and the forward and the update
+ * run one product per panel: what serial would gain from that layout (docs/NOTES.md 50).
  * Each product runs REPS times per timing; the best timing over the rounds is kept (the
  * VM's slow stretches only lengthen timings). Prints one line per product (microseconds,
  * GFLOP/s counted as 2 FLOP per multiply-add) and the step's total. One thread: pin it
@@ -15,6 +18,7 @@
  *
  *   make bench/gemm-step && taskset -c 0 bench/gemm-step                 # batch 64, 28x28
  *   taskset -c 0 bench/gemm-step --batch 64 --inputs 12544 --rounds 5    # image size 112
+ *   taskset -c 0 bench/gemm-step --panels                                # W by column panels
  * Exit 2 on bad input (one line), 1 when out of memory.
  */
 #define _GNU_SOURCE
@@ -35,11 +39,14 @@ static float *filled(long n) {
 
 int main(int argc, char **argv) {
     long batch = 64, inputs = 784, rounds = 15;
+    int panels = 0;
     for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--panels")) { panels = 1; continue; }
         long *to = !strcmp(argv[i], "--batch") ? &batch : !strcmp(argv[i], "--inputs") ? &inputs
                  : !strcmp(argv[i], "--rounds") ? &rounds : NULL;
         if (!strcmp(argv[i], "--help")) {
-            printf("usage: gemm-step [--batch B (1..65536, 64)] [--inputs I (1..1048576, 784)] [--rounds R (1..1000, 15)]\n");
+            printf("usage: gemm-step [--batch B (1..65536, 64)] [--inputs I (1..1048576, 784)] [--rounds R (1..1000, 15)]"
+                   " [--panels]\n");
             return 0;
         }
         if (!to) { fprintf(stderr, "gemm-step: unexpected argument '%s' (--help)\n", argv[i]); return 2; }
@@ -75,7 +82,15 @@ int main(int argc, char **argv) {
                     int l = p + 1;
                     e.bias = bias[l];
                     e.act = l < 3 ? ACT_RELU : ACT_NONE;
-                    matmul(B, size[l], size[l - 1], act[l - 1], size[l - 1], 1, W[l], size[l], act[l], size[l], &e);
+                    if (!panels) matmul(B, size[l], size[l - 1], act[l - 1], size[l - 1], 1, W[l], size[l], act[l], size[l], &e);
+                    else
+                        for (int j = 0; j < size[l]; j += NR) {   /* the panel at column j: K x wd floats */
+                            int wd = size[l] - j < NR ? size[l] - j : NR;
+                            epilogue ej = e;
+                            ej.bias = bias[l] + j;
+                            matmul(B, wd, size[l - 1], act[l - 1], size[l - 1], 1, W[l] + (long)size[l - 1] * j, wd,
+                                   act[l] + j, size[l], &ej);
+                        }
                     flops[p] = 2.0 * B * size[l - 1] * size[l];
                 } else if (p <= 4) {          /* input gradient of layer l - 1 */
                     int l = p == 3 ? 3 : 2;
@@ -87,15 +102,21 @@ int main(int argc, char **argv) {
                     int l = 8 - p;
                     e.alpha = -1e-6f;
                     e.accumulate = 1;
-                    matmul(size[l - 1], size[l], B, act[l - 1], 1, size[l - 1], dz[l], size[l], W[l], size[l], &e);
+                    if (!panels) matmul(size[l - 1], size[l], B, act[l - 1], 1, size[l - 1], dz[l], size[l], W[l], size[l], &e);
+                    else
+                        for (int j = 0; j < size[l]; j += NR) {
+                            int wd = size[l] - j < NR ? size[l] - j : NR;
+                            matmul(size[l - 1], wd, B, act[l - 1], 1, size[l - 1], dz[l] + j, size[l],
+                                   W[l] + (long)size[l - 1] * j, wd, &e);
+                        }
                     flops[p] = 2.0 * B * size[l - 1] * size[l];
                 }
             }
             double t = (now() - t0) / reps;
             if (t < best[p]) best[p] = t;
         }
-    printf("gemm-step: kernel path %s (MR %d, NR %d, KC %d), batch %d, inputs %d, hidden 256,128, best of %ld rounds x %d\n",
-           GEMM_PATH, MR, NR, KC, B, size[0], rounds, reps);
+    printf("gemm-step: kernel path %s (MR %d, NR %d, KC %d), batch %d, inputs %d, hidden 256,128, W %s, best of %ld rounds x %d\n",
+           GEMM_PATH, MR, NR, KC, B, size[0], panels ? "by column panels" : "row-major", rounds, reps);
     double total = 0, total_flops = 0;
     for (int p = 0; p < N_PRODUCTS; p++) {
         printf("%-5s %10.2f us %7.1f GFLOP/s\n", NAMES[p], best[p] * 1e6, flops[p] / best[p] / 1e9);

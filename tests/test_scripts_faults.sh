@@ -79,6 +79,10 @@ if make -s bench/gemm-step >/dev/null 2>&1; then
     eval '[ $rc = 0 ] && grep -q "kernel path \(avx512\|avx2\|loops\)" <<<"$out" &&
       [ "$(grep -cE "^(fwd|bwd|upd)[123] +[0-9.]+ us +[0-9.]+ GFLOP/s$" <<<"$out")" = 8 ] &&
       grep -qE "^gemm-step: step [0-9.]+ us, [0-9.]+ GFLOP/s$" <<<"$out"'
+  out=$(bench/gemm-step --batch 16 --inputs 100 --rounds 2 --panels 2>&1); rc=$?
+  check "gemm-step --panels: W by column panels (the last one partial), 8 products" "exit $rc: $out" \
+    eval '[ $rc = 0 ] && grep -q "W by column panels" <<<"$out" &&
+      [ "$(grep -cE "^(fwd|bwd|upd)[123] +[0-9.]+ us +[0-9.]+ GFLOP/s$" <<<"$out")" = 8 ]'
 else fail "gemm-step: build" "make bench/gemm-step failed"; fi
 # bench/handover (NOTES 44): bad input; a small run prints its four times
 if make -s bench/handover >/dev/null 2>&1; then
