@@ -137,6 +137,13 @@ matmul_block(const int kind, int M, int N, int K, const float *A, long a_row, lo
      * each tile reads its panel's K x NR floats consecutively (upd1, 784 inputs: 0.91). */
     float *panels = rows_outside && N > NR ? scratch(SCRATCH_PACK_B, (size_t)((N + NR - 1) / NR) * NR * (size_t)K) : NULL;
     if (panels) pack_panels(panels, B, ldb, K, N);
+    /* By column panels, a panel of B whose rows lie a multiple of 1 KB apart and that 32 or
+     * more row blocks read (openmp model's update of its W1 panel: 131) is copied the same
+     * way when its first tile comes, to one_panel + j so that the tile's Bt + j lands on it
+     * (openmp model 0.958). With fewer row blocks (a forward at batch 64: 11) the copy of
+     * all of B costs more than it saves (docs/kernel.md). */
+    float *one_panel = !rows_outside && row_tiles >= 32 && ldb % 256 == 0
+                       ? scratch(SCRATCH_PACK_B, (size_t)N + (size_t)K * NR) : NULL;
     for (int i = 0, j = 0; i < M && j < N; tile++) {   /* one call site: the tile code is inlined once */
         const float *At = A, *Bt = B;
         long at_row = a_row, at_col = a_col, bt_ld = ldb;
@@ -166,6 +173,10 @@ matmul_block(const int kind, int M, int N, int K, const float *A, long a_row, lo
             if (pj < N)
                 for (int r = pi; r < pi + MR && r < M; r++)
                     for (int c = pj; c < pj + NR && c < N; c += 16) __builtin_prefetch(C + (long)r * ldc + c, 1, 2);
+        }
+        if (one_panel && !rows_outside) {
+            if (i == 0) pack_panels(one_panel + j, B + j, ldb, K, N - j < NR ? N - j : NR);
+            Bt = one_panel, bt_ld = NR;
         }
         matmul_tile(kind, i, j, M, N, K, At, at_row, at_col, Bt, bt_ld, C, ldc, e, P, ldp);
         if (rows_outside) { if ((j += NR) >= N) { j = 0; i += MR; } }

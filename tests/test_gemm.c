@@ -105,11 +105,12 @@ static void chain_product(int mode, int M, int N, int K, const float *A, long a_
 static void test_modes_and_shapes(void) {
     /* tile-sized, awkward, K across blocks (KC + 1, several with a tail, exact multiple),
      * one row / one column, and a large C with a small B (row blocks outside; with M = 1280,
-     * the transposed A's rows 5 KB apart: packed per row block, its last one partial) */
+     * the transposed A's rows 5 KB apart: packed per row block, its last one partial), and
+     * B's panels read by 32 and more row blocks, its rows 1 KB apart (copied per panel) */
     int shapes[][3] = {{1, 1, 1}, {7, 5, 3}, {6, 64, 16}, {8, 32, 16}, {9, 33, 17}, {11, 37, 5},
                        {13, 65, 129}, {64, 10, 128}, {3, 300, 70}, {70, 16, 1}, {17, 48, 784},
                        {7, 20, KC + 1}, {13, 70, 2 * KC + 37}, {6, 64, 3 * KC}, {1, 129, KC + 5},
-                       {1100, 250, 40}, {1280, 250, 40}};
+                       {1100, 250, 40}, {1280, 250, 40}, {200, 256, 40}, {190, 256, KC + 3}};
     int nshapes = (int)(sizeof shapes / sizeof shapes[0]);
     int bad[N_MODES] = {0}, not_chain[N_MODES] = {0};
     double worst[N_MODES] = {0};
