@@ -124,26 +124,22 @@ matmul_block(const int kind, int M, int N, int K, const float *A, long a_row, lo
     int rows_outside = (long)K * N <= 65536 && (long)M * N > LARGE_C;
     int row_tiles = (M + MR - 1) / MR, tile = 0;
     /* By rows, a transposed A (the update's act^T: one row of act per k) whose rows lie a
-     * multiple of 1 KB apart (at image size 112: 50 KB) puts the tile's K lines of A in at
-     * most 4 of the L1's 64 sets, where they evict each other before the next column tile
-     * reads them again. Such an A is copied per row block to packed[i + k * MR + r], its
-     * K x MR elements consecutive, and read from there by every column tile of the block.
-     * A copied float is the same float: no bit changes. */
-    int pack_a = rows_outside && a_row == 1 && N > NR && a_col % 256 == 0;
-    float *packed = pack_a ? scratch(SCRATCH_PACK_A, (size_t)M + (size_t)K * MR) : NULL;
-    /* By rows, every row block reads all of B, one column panel per tile: its K rows a
-     * leading dimension apart (1 KB for 256 columns: again 4 of the L1's sets). B is small
-     * there (at most 64 K floats), so it is copied once, in panel order (pack_panels), and
-     * each tile reads its panel's K x NR floats consecutively (upd1, 784 inputs: 0.91). */
-    float *panels = rows_outside && N > NR ? scratch(SCRATCH_PACK_B, (size_t)((N + NR - 1) / NR) * NR * (size_t)K) : NULL;
-    if (panels) pack_panels(panels, B, ldb, K, N);
-    /* By column panels, a panel of B whose rows lie a multiple of 1 KB apart and that 32 or
-     * more row blocks read (openmp model's update of its W1 panel: 131) is copied the same
-     * way when its first tile comes, to one_panel + j so that the tile's Bt + j lands on it
-     * (openmp model 0.958). With fewer row blocks (a forward at batch 64: 11) the copy of
-     * all of B costs more than it saves (docs/kernel.md). */
-    float *one_panel = !rows_outside && row_tiles >= 32 && ldb % 256 == 0
-                       ? scratch(SCRATCH_PACK_B, (size_t)N + (size_t)K * NR) : NULL;
+     * multiple of 1 KB apart (layer 1 at image size 112: 49 KB) puts the tile's K lines of
+     * A in at most 4 of the L1's 64 sets, where they evict each other before the next
+     * column tile reads them again. Such an A is copied per row block to
+     * packed[i + k * MR + r], its K x MR elements consecutive, and read from there by every
+     * column tile of the block. A copied float is the same float: no bit changes. */
+    float *packed = rows_outside && a_row == 1 && N > NR && a_col % 256 == 0
+                    ? scratch(SCRATCH_PACK_A, (size_t)M + (size_t)K * MR) : NULL;
+    /* B's panels likewise (pack_panels: panel p at panels + p * K * NR), each tile then
+     * reading its panel's K x NR floats consecutively: by rows, where every row block reads
+     * all of B (small there: at most 64 K floats), all of it at once; by column panels, a
+     * panel when its first tile comes, if its rows lie a multiple of 1 KB apart and 32 or
+     * more row blocks read it (openmp model's update of its W1 panel: 131); with fewer (a
+     * forward at batch 64: 11) the copy costs more than it saves (docs/NOTES.md 47). */
+    int pack_b = rows_outside ? N > NR : row_tiles >= 32 && ldb % 256 == 0;
+    float *panels = pack_b ? scratch(SCRATCH_PACK_B, (size_t)((N + NR - 1) / NR) * NR * (size_t)K) : NULL;
+    if (panels && rows_outside) pack_panels(panels, B, ldb, K, N);
     for (int i = 0, j = 0; i < M && j < N; tile++) {   /* one call site: the tile code is inlined once */
         const float *At = A, *Bt = B;
         long at_row = a_row, at_col = a_col, bt_ld = ldb;
@@ -161,7 +157,6 @@ matmul_block(const int kind, int M, int N, int K, const float *A, long a_row, lo
                         for (int r = 0; r < mr; r++) packed[i + k * MR + r] = A[(long)(i + r) + (long)k * a_col];
                 At = packed, at_row = 1, at_col = MR;
             }
-            if (panels) Bt = panels + (long)(j / NR) * K * NR - j, bt_ld = NR;   /* Bt + j: the panel */
         }
         /* By column panels, the update and the plain sums: the tile two ahead is asked for,
          * for writing. Its lines may sit in another core's cache (W that the other workers
@@ -174,9 +169,10 @@ matmul_block(const int kind, int M, int N, int K, const float *A, long a_row, lo
                 for (int r = pi; r < pi + MR && r < M; r++)
                     for (int c = pj; c < pj + NR && c < N; c += 16) __builtin_prefetch(C + (long)r * ldc + c, 1, 2);
         }
-        if (one_panel && !rows_outside) {
-            if (i == 0) pack_panels(one_panel + j, B + j, ldb, K, N - j < NR ? N - j : NR);
-            Bt = one_panel, bt_ld = NR;
+        if (panels) {
+            float *panel = panels + (long)(j / NR) * K * NR;
+            if (!rows_outside && i == 0) pack_panels(panel, B + j, ldb, K, N - j < NR ? N - j : NR);
+            Bt = panel - j, bt_ld = NR;   /* the tile reads Bt + j */
         }
         matmul_tile(kind, i, j, M, N, K, At, at_row, at_col, Bt, bt_ld, C, ldc, e, P, ldp);
         if (rows_outside) { if ((j += NR) >= N) { j = 0; i += MR; } }

@@ -276,13 +276,12 @@ static void node_sync(void) {
 }
 
 /* A rank's part of the window on a 64-byte boundary. OpenMPI puts the parts after a
- * header (8 bytes past a cache line here): every vector load of the kernel then spans
- * two lines (all of AVX-512's, half of AVX2's), and each product ran 20-25 % slower
- * than serial's. The mapping starts on a page in every process, so each rank rounds up
- * to the same byte of the shared memory. */
+ * header (8 bytes past a cache line here), and then every vector load of the kernel
+ * spans two lines (all of AVX-512's, half of AVX2's; docs/NOTES.md 48). The mapping
+ * starts on a page in every process, so each rank rounds up to the same byte of the
+ * shared memory. */
 static float *window_aligned(float *p) {
-    uintptr_t at = (uintptr_t)p;
-    return (float *)(void *)(p + ((64 - at % 64) % 64) / sizeof(float));
+    return p + (64 - (uintptr_t)p % 64) % 64 / sizeof(float);
 }
 
 /* Collective over MPI_COMM_WORLD, after hier_init and mlp_shape: the window. Every
