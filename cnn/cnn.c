@@ -1191,13 +1191,16 @@ static long evaluate(cnn *m, thread_stats *st, int T, const dataset *d, unsigned
 
 /* what the model and its per-thread buffers take on a rank, for the memory check before
  * loading: the dense layer's weights, transposed copy and T + 1 gradients, and the
- * pooled activations of a rank's rows (F x P x P per sample) */
+ * pooled activations of a rank's rows (F x P x P per sample), each thread's packed copies
+ * in the dense products */
 static int team_size = 1, filter_count = 8;
 static double model_bytes(const train_options *o, int features) {
     int pooled_side = ((int)sqrt((double)features) - 2) / 2;
     double pooled = (double)filter_count * pooled_side * pooled_side;
     long rows = (o->batch + nranks - 1) / nranks;
-    return sizeof(float) * (pooled * CLASSES * (team_size + 3) + 3.0 * (rows > 512 ? rows : 512) * pooled);
+    rows = rows > 512 ? rows : 512;
+    return sizeof(float) * (pooled * CLASSES * (team_size + 3) + 3.0 * rows * pooled) +
+           team_size * gemm_pack_bytes(pooled > rows ? pooled : (double)rows);
 }
 
 #ifndef TESTING

@@ -136,9 +136,12 @@ matmul_block(const int kind, int M, int N, int K, const float *A, long a_row, lo
      * all of B (small there: at most 64 K floats), all of it at once; by column panels, a
      * panel when its first tile comes, if its rows lie a multiple of 1 KB apart and 32 or
      * more row blocks read it (openmp model's update of its W1 panel: 131); with fewer (a
-     * forward at batch 64: 11) the copy costs more than it saves (docs/NOTES.md 47). */
+     * forward at batch 64: 11) the copy costs more than it saves (docs/NOTES.md 47). By
+     * column panels one panel is in use at a time: the buffer holds that one, at panels + j
+     * so that the tile's Bt + j is the panel's start (N + K x NR floats, not all of B). */
     int pack_b = rows_outside ? N > NR : row_tiles >= 32 && ldb % 256 == 0;
-    float *panels = pack_b ? scratch(SCRATCH_PACK_B, (size_t)((N + NR - 1) / NR) * NR * (size_t)K) : NULL;
+    size_t panel_floats = rows_outside ? (size_t)((N + NR - 1) / NR) * NR * (size_t)K : (size_t)N + (size_t)K * NR;
+    float *panels = pack_b ? scratch(SCRATCH_PACK_B, panel_floats) : NULL;
     if (panels && rows_outside) pack_panels(panels, B, ldb, K, N);
     for (int i = 0, j = 0; i < M && j < N; tile++) {   /* one call site: the tile code is inlined once */
         const float *At = A, *Bt = B;
@@ -170,7 +173,7 @@ matmul_block(const int kind, int M, int N, int K, const float *A, long a_row, lo
                     for (int c = pj; c < pj + NR && c < N; c += 16) __builtin_prefetch(C + (long)r * ldc + c, 1, 2);
         }
         if (panels) {
-            float *panel = panels + (long)(j / NR) * K * NR;
+            float *panel = rows_outside ? panels + (long)(j / NR) * K * NR : panels + j;
             if (!rows_outside && i == 0) pack_panels(panel, B + j, ldb, K, N - j < NR ? N - j : NR);
             Bt = panel - j, bt_ld = NR;   /* the tile reads Bt + j */
         }
@@ -205,6 +208,23 @@ matmul_block_partial(int M, int N, int K, const float *A, long a_row, long a_col
 #ifndef KC
 #define KC 512
 #endif
+/* Most bytes one thread's packed copies in matmul_block take (scratch SCRATCH_PACK_A and
+ * SCRATCH_PACK_B) for products none of whose M, N or K exceeds dim: A's copy is M + K x MR
+ * floats where K x N <= 64 K and N > NR; B's is all of B, padded to whole panels, where
+ * K x N <= 64 K (at most 128 K floats), or one panel of K x NR at offset N. For the memory
+ * checks before loading: every thread that runs products counts it once. */
+static inline double gemm_pack_bytes(double dim) {
+    double pack_b = dim * (NR + 1) > 131072.0 ? dim * (NR + 1) : 131072.0;
+    return sizeof(float) * (dim + 65536.0 / NR * MR + pack_b) + 2 * 64;
+}
+
+/* The same for a dense net of o's layers on `features` inputs, at most `rows` rows a product */
+static inline double gemm_pack_bytes_dense(const train_options *o, int features, long rows) {
+    double dim = features > rows ? features : (double)rows;
+    for (int l = 0; l < o->n_hidden; l++) if (o->hidden[l] > dim) dim = o->hidden[l];
+    return gemm_pack_bytes(dim);
+}
+
 /* All tiles over all of K, in the calling thread */
 static inline __attribute__((always_inline)) void
 matmul_tiles(const int kind, int M, int N, int K, const float *A, long a_row, long a_col,

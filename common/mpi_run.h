@@ -17,6 +17,7 @@
 #include <mpi.h>
 
 #include "data.h"       /* shard(), print_predictions() */
+#include "gemm.h"       /* gemm_pack_bytes_dense(): the kernel's scratch, for the memory check */
 #include "idx.h"
 #include "maths.h"
 #include "mpi_util.h"
@@ -69,10 +70,12 @@ static inline int end_epoch(run_log *g, int epoch, double loss_sum, long correct
 }
 
 /* What a data-parallel rank's model and buffers take (its ceil(B / P) rows of a batch, or
- * the evaluation's 512), with one gradient buffer: for the memory check before loading. */
+ * the evaluation's 512), with one gradient buffer and the kernel's packed copies: for the
+ * memory check before loading. */
 static inline double rank_model_bytes(const train_options *o, int features) {
     long rows = (o->batch + nranks - 1) / nranks;
-    return dense_model_bytes(o, features, rows > 512 ? rows : 512, 1);
+    rows = rows > 512 ? rows : 512;
+    return dense_model_bytes(o, features, rows, 1) + gemm_pack_bytes_dense(o, features, rows);
 }
 
 /* --dump-params: W1 b1 W2 b2 ... as raw float32, without the alignment padding */

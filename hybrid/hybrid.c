@@ -483,7 +483,8 @@ static int provided_level(int provided) {
 static int team_size = 1;
 static double model_bytes(const train_options *o, int features) {
     long rows = (o->batch + nranks - 1) / nranks;
-    return dense_model_bytes(o, features, rows > EVAL_BATCH ? rows : EVAL_BATCH, team_size + 1);
+    rows = rows > EVAL_BATCH ? rows : EVAL_BATCH;
+    return dense_model_bytes(o, features, rows, team_size + 1) + team_size * gemm_pack_bytes_dense(o, features, rows);
 }
 
 #ifndef TESTING

@@ -459,7 +459,8 @@ int main(int argc, char **argv) {
     agree_or_die(bad, err, 2);
     int in_side = o->image_size ? o->image_size : train_side;
     double need = (loads ? mem_dataset_bytes(train_n + test_n, in_side, train_side) : 0) +
-                  dense_model_bytes(o, in_side * in_side, o->batch > EVAL_BATCH ? o->batch : EVAL_BATCH, 1);
+                  dense_model_bytes(o, in_side * in_side, o->batch > EVAL_BATCH ? o->batch : EVAL_BATCH, 1) +
+                  gemm_pack_bytes_dense(o, in_side * in_side, o->batch > EVAL_BATCH ? o->batch : EVAL_BATCH);
     agree_or_die(mem_short(need, ranks_on_this_node(), "data, model and buffers", err, sizeof err), err, 2);
     if (loads) {
         bad = dataset_load(o->data_dir, "train", 0, train_n, o->image_size, &train, err, sizeof err) ||

@@ -275,7 +275,8 @@ static void work_free(work *w, const mlp *m) {
  * the activations and deltas of its rows (data parallel: its share of the batch or of an
  * evaluation block; loop and model: all of it), its gradient (critical, reduction) or
  * tile (owner) and, for loop and model, its second input; model's partial products and
- * every thread's replica of layers 2..L; loop's partial sums over K blocks. */
+ * every thread's replica of layers 2..L; loop's partial sums over K blocks; and each
+ * thread's kernel scratch (its update's partial sums over K blocks, its packed copies). */
 static double openmp_bytes(const train_options *o, int features, int accum, int T) {
     int L = o->n_hidden + 1, size[MAX_LAYERS + 1];
     size[0] = features;
@@ -299,7 +300,9 @@ static double openmp_bytes(const train_options *o, int features, int accum, int 
     double floats = params * (accum == ACCUM_CRITICAL ? 2 : 1) + wt + (paneled ? widest_w : 0) + n_work * per_work;
     if (accum == ACCUM_MODEL) floats += T * (2.0 * (double)o->batch * size[2] + widest) + (T - 1) * replica;
     if (accum == ACCUM_LOOP && o->batch > KC) floats += params;
-    return sizeof(float) * floats + n_work * rows * (paneled ? 2 : 1);   /* and the labels' bytes */
+    if (data_parallel && rows > KC) floats += T * widest_w;   /* each thread's update over K blocks */
+    return sizeof(float) * floats + n_work * rows * (paneled ? 2 : 1)   /* and the labels' bytes */
+           + T * gemm_pack_bytes_dense(o, features, (long)big);      /* and each thread's packed copies */
 }
 
 /* model: the partial products of layer 2 (two, alternating by step) and a bias-gradient

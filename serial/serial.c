@@ -266,7 +266,8 @@ int main(int argc, char **argv) {
     long rows = o->batch > EVAL_BATCH ? o->batch : EVAL_BATCH;
     char msg[256];
     if (mem_short(mem_dataset_bytes(plan.train_n + plan.test_n, plan.side, plan.file_side) +
-                  dense_model_bytes(o, plan.side * plan.side, rows, 0), 1, "data and model", msg, sizeof msg))
+                  dense_model_bytes(o, plan.side * plan.side, rows, 0) +
+                  gemm_pack_bytes_dense(o, plan.side * plan.side, rows), 1, "data and model", msg, sizeof msg))
         { fprintf(stderr, PROGRAM ": %s\n", msg); return 2; }
     load_data(PROGRAM, o, &plan, &train, &test);
     long train_n = train.n, test_n = test.n;
