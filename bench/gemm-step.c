@@ -11,6 +11,9 @@
  * With --panels, W is stored column panel by column panel (NR columns each, row-major
  * within: the layout openmp --accum loop and model keep), and the forward and the update
  * run one product per panel: what serial would gain from that layout (docs/NOTES.md 50).
+ * With --pad F, W's rows lie out + F floats apart instead of out: with F = 16 a row of 256
+ * floats is 17 cache lines long, not 16, so a column panel's rows no longer fall in the
+ * same few cache sets (docs/NOTES.md 51).
  * Each product runs REPS times per timing; the best timing over the rounds is kept (the
  * VM's slow stretches only lengthen timings). Prints one line per product (microseconds,
  * GFLOP/s counted as 2 FLOP per multiply-add) and the step's total. One thread: pin it
@@ -40,27 +43,29 @@ static float *filled(long n) {
 int main(int argc, char **argv) {
     long batch = 64, inputs = 784, rounds = 15;
     int panels = 0;
+    long pad = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--panels")) { panels = 1; continue; }
         long *to = !strcmp(argv[i], "--batch") ? &batch : !strcmp(argv[i], "--inputs") ? &inputs
-                 : !strcmp(argv[i], "--rounds") ? &rounds : NULL;
+                 : !strcmp(argv[i], "--rounds") ? &rounds : !strcmp(argv[i], "--pad") ? &pad : NULL;
         if (!strcmp(argv[i], "--help")) {
             printf("usage: gemm-step [--batch B (1..65536, 64)] [--inputs I (1..1048576, 784)] [--rounds R (1..1000, 15)]"
-                   " [--panels]\n");
+                   " [--panels | --pad F (0..64 floats, 0)]\n");
             return 0;
         }
         if (!to) { fprintf(stderr, "gemm-step: unexpected argument '%s' (--help)\n", argv[i]); return 2; }
-        long hi = to == &batch ? 65536 : to == &inputs ? 1048576 : 1000;
-        if (i + 1 >= argc || parse_long(argv[i + 1], 1, hi, to)) {
-            fprintf(stderr, "gemm-step: %s needs an integer in 1..%ld\n", argv[i], hi);
+        long lo = to == &pad ? 0 : 1, hi = to == &batch ? 65536 : to == &inputs ? 1048576 : to == &pad ? 64 : 1000;
+        if (i + 1 >= argc || parse_long(argv[i + 1], lo, hi, to)) {
+            fprintf(stderr, "gemm-step: %s needs an integer in %ld..%ld\n", argv[i], lo, hi);
             return 2;
         }
         i++;
     }
+    if (panels && pad) { fprintf(stderr, "gemm-step: --pad is for row-major W, not with --panels\n"); return 2; }
     int B = (int)batch, size[4] = { (int)inputs, 256, 128, 10 };
     float *x = filled((long)B * size[0]), *W[4], *WT[4], *bias[4], *act[4], *dz[4];
     for (int l = 1; l <= 3; l++) {
-        W[l] = filled((long)size[l - 1] * size[l]);
+        W[l] = filled((long)size[l - 1] * (size[l] + pad));
         WT[l] = filled((long)size[l - 1] * size[l]);
         bias[l] = filled(size[l]);
         act[l] = filled((long)B * size[l]);
@@ -82,7 +87,7 @@ int main(int argc, char **argv) {
                     int l = p + 1;
                     e.bias = bias[l];
                     e.act = l < 3 ? ACT_RELU : ACT_NONE;
-                    if (!panels) matmul(B, size[l], size[l - 1], act[l - 1], size[l - 1], 1, W[l], size[l], act[l], size[l], &e);
+                    if (!panels) matmul(B, size[l], size[l - 1], act[l - 1], size[l - 1], 1, W[l], size[l] + pad, act[l], size[l], &e);
                     else
                         for (int j = 0; j < size[l]; j += NR) {   /* the panel at column j: K x wd floats */
                             int wd = size[l] - j < NR ? size[l] - j : NR;
@@ -102,7 +107,7 @@ int main(int argc, char **argv) {
                     int l = 8 - p;
                     e.alpha = -1e-6f;
                     e.accumulate = 1;
-                    if (!panels) matmul(size[l - 1], size[l], B, act[l - 1], 1, size[l - 1], dz[l], size[l], W[l], size[l], &e);
+                    if (!panels) matmul(size[l - 1], size[l], B, act[l - 1], 1, size[l - 1], dz[l], size[l], W[l], size[l] + pad, &e);
                     else
                         for (int j = 0; j < size[l]; j += NR) {
                             int wd = size[l] - j < NR ? size[l] - j : NR;
@@ -115,8 +120,8 @@ int main(int argc, char **argv) {
             double t = (now() - t0) / reps;
             if (t < best[p]) best[p] = t;
         }
-    printf("gemm-step: kernel path %s (MR %d, NR %d, KC %d), batch %d, inputs %d, hidden 256,128, W %s, best of %ld rounds x %d\n",
-           GEMM_PATH, MR, NR, KC, B, size[0], panels ? "by column panels" : "row-major", rounds, reps);
+    printf("gemm-step: kernel path %s (MR %d, NR %d, KC %d), batch %d, inputs %d, hidden 256,128, W %s (rows padded by %ld floats),"
+           " best of %ld rounds x %d\n", GEMM_PATH, MR, NR, KC, B, size[0], panels ? "by column panels" : "row-major", pad, rounds, reps);
     double total = 0, total_flops = 0;
     for (int p = 0; p < N_PRODUCTS; p++) {
         printf("%-5s %10.2f us %7.1f GFLOP/s\n", NAMES[p], best[p] * 1e6, flops[p] / best[p] / 1e9);

@@ -83,6 +83,12 @@ if make -s bench/gemm-step >/dev/null 2>&1; then
   check "gemm-step --panels: W by column panels (the last one partial), 8 products" "exit $rc: $out" \
     eval '[ $rc = 0 ] && grep -q "W by column panels" <<<"$out" &&
       [ "$(grep -cE "^(fwd|bwd|upd)[123] +[0-9.]+ us +[0-9.]+ GFLOP/s$" <<<"$out")" = 8 ]'
+  out=$(bench/gemm-step --batch 16 --inputs 100 --rounds 2 --pad 16 2>&1); rc=$?
+  check "gemm-step --pad 16: W's rows padded, 8 products" "exit $rc: $out" \
+    eval '[ $rc = 0 ] && grep -q "W row-major (rows padded by 16 floats)" <<<"$out" &&
+      [ "$(grep -cE "^(fwd|bwd|upd)[123] +[0-9.]+ us +[0-9.]+ GFLOP/s$" <<<"$out")" = 8 ]'
+  one_line_exit2 "gemm-step: --pad 65 refused" "--pad needs an integer in 0..64" bench/gemm-step --pad 65
+  one_line_exit2 "gemm-step: --pad with --panels refused" "--pad is for row-major W" bench/gemm-step --panels --pad 16
 else fail "gemm-step: build" "make bench/gemm-step failed"; fi
 # bench/handover (NOTES 44): bad input; a small run prints its four times
 if make -s bench/handover >/dev/null 2>&1; then
