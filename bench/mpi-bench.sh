@@ -18,8 +18,9 @@
 # comm share, and the speedup = serial's epoch time / the configuration's; beside them
 # the fastest single epoch (2..E) of all runs and the speedup between fastest epochs:
 # on a machine shared with other jobs, interference only ever adds time, so a large
-# gap between the two columns says the medians are disturbed. The verdict line checks
-# the target on the medians: best variant at P = 2, batch 512 >= 1.7x serial (the
+# gap between the two columns says the medians are disturbed. The verdict lines check
+# issue 32's targets on the medians at P = 2: the best variant >= 1.8x serial at batch 512
+# and >= 1.4x at batch 64, shm >= 1.5x at batch 64 (the
 # tables: scripts/bench_tables.py mpi; a "*" after a runs count: the median includes
 # disturbed rows).
 # MPI+MPI vs MPI+OpenMP: each round also runs openmp/openmp --accum reduction and --accum

@@ -240,6 +240,30 @@ else
   skip "OpenMPI's leftovers and Ctrl-C" "mpirun, mpi/mpi, data/mnist or setsid missing (make all; make data)"
 fi
 
+# bench_tables.py mpi: issue 32's three verdicts at P = 2 from a CSV whose epochs give known
+# speedups (serial 1.0 s; b512 allreduce 0.5 s: 2.00x; b64 allreduce 0.7 s: 1.43x, shm 0.8 s: 1.25x)
+/usr/bin/python3 - "$TMP/verdict.csv" <<'PY'
+import csv, sys
+sys.path.insert(0, "scripts")
+import partrain
+head = partrain.results_header()
+with open(sys.argv[1], "w", newline="") as f:
+    w = csv.DictWriter(f, head)
+    w.writeheader()
+    for batch, prog, variant, ranks, t in [(b, "serial", "own-gemm", 1, 1.0) for b in (64, 512)] + [
+            (512, "mpi", "allreduce", 2, 0.5), (64, "mpi", "allreduce", 2, 0.7), (64, "mpi", "shm", 2, 0.8)]:
+        row = dict.fromkeys(head, "")
+        row.update(program=prog, variant=variant, ranks=ranks, threads=1, batch=batch, epochs=3, train_n=1000,
+                   timestamp="2026-11-29T00:00:00Z", epoch_seconds_median=t, epoch_seconds=f"{t};{t};{t}", comm_seconds=0)
+        w.writerow(row)
+PY
+out=$(/usr/bin/python3 scripts/bench_tables.py mpi "$TMP/verdict.csv" --since 2026-11-29T00:00:00Z --epochs 3 --train 1000 2>&1); rc=$?
+check "bench_tables mpi: the best at b512 >= 1.8x, the best at b64 >= 1.4x, shm at b64 >= 1.5x, each judged" \
+  "exit $rc: $(tail -n 4 <<<"$out")" \
+  eval '[ $rc = 0 ] && grep -qx "target: best variant at P = 2, batch 512 >= 1.80x serial: allreduce 2.00x -> MET" <<<"$out" &&
+    grep -qx "target: best variant at P = 2, batch 64 >= 1.40x serial: allreduce 1.43x -> MET" <<<"$out" &&
+    grep -qx "target: shm at P = 2, batch 64 >= 1.50x serial: shm 1.25x -> NOT MET" <<<"$out"'
+
 # ---- 5. a fresh machine: make all sets up first, then builds with what the set-up
 # installed. In a copy of the sources, MPICC names a compiler that does not exist when make
 # starts; the set-up (SETUP, here a stand-in for scripts/setup.sh build) creates it, and the
