@@ -302,6 +302,7 @@ def cmd_mpi(a):
 
 CNN_TORCH_TARGET = 0.2   # cnn 1x1's epoch / PyTorch 1 thread's, at most
 CNN_TWO_CORES = 1.7      # speedup from 1x1 to the best 2-core configuration, at least (checked on 2 cores)
+CNN_BOUND_TARGET = 0.9   # issue 32: the best 2-core configuration's fraction of its per-round core bound, at least
 
 
 def cnn_order(groups):
@@ -390,6 +391,7 @@ def cnn_core_speeds(g, conv, cores, out=None):
     print("how fast the cores ran: each worker's conv time per sample against 1x1's in the same round (1.00 = as fast);")
     print(f"bound = the most any sharing of the work could give on those cores (1x{cores}: the sum; {cores}x1: "
           f"{cores} times the slower)")
+    fractions = []
     for c, how in (((1, cores), "sum"), ((cores, 1), "min")):
         if c not in conv:
             continue
@@ -411,6 +413,11 @@ def cnn_core_speeds(g, conv, cores, out=None):
         print(f"  {c[0]}x{c[1]} medians over the rounds: bound {med(b for _, _, b in ratio_rows):.2f}x, "
               f"speedup {med(s for s, _, _ in ratio_rows):.2f}x, fraction of the bound {eff:.2f} "
               f"(that fraction of {cores} cores as fast as 1x1's: {cores * eff:.2f}x)")
+        fractions.append((eff, f"{c[0]}x{c[1]}"))
+    if fractions and cores == 2:
+        eff, name = max(fractions)
+        print(f"target: best at 2 cores >= {CNN_BOUND_TARGET} of the core bound: {name} {eff:.2f} -> "
+              f"{'MET' if eff >= CNN_BOUND_TARGET else 'MISSED'}")
 
 
 def cmd_cnn(a):
@@ -431,6 +438,9 @@ def cmd_cnn(a):
 # ---------------------------------------------------------------- hybrid-bench, hybrid-grid
 
 
+HYBRID_TARGET = 1.8   # issue 32: the best P x T on 2 cores over serial, any batch
+
+
 def cmd_hybrid(a):
     """per batch, the medians of each P x T (hybrid-bench.sh's rows of one invocation, in run
     order: the k-th row of each configuration is round k's) and, with --corun-log, the
@@ -445,6 +455,7 @@ def cmd_hybrid(a):
         if r["batch"] not in batches:
             batches.append(r["batch"])
     ds = f"{rows[-1]['dataset']} {rows[-1]['train_n']} samples" if rows else ""
+    best = []   # (speedup, "P x T, batch b") of the configurations on --cores cores
     for b in sorted(batches, key=int):
         ser = groups.get((b, "serial"), [])
         print(f"\n{ds}, batch {b}, medians of {len(ser)} runs (epoch = median of epochs 2..E):")
@@ -461,6 +472,8 @@ def cmd_hybrid(a):
             print(f"{cfg:<7} {rs[-1]['omp_wait_policy'] or 'unset':<16} {t:10.3f} "
                   f"{partrain.col_median(rs, 'comm_seconds'):10.3f} {partrain.col_median(rs, 'sync_seconds'):12.3f} "
                   f"{base / t:8.2f}x {partrain.runs_cell(rs):>5}")
+            if cfg != "serial" and int(cfg.split("x")[0]) * int(cfg.split("x")[1]) == a.cores:
+                best.append((base / t, f"{cfg}, batch {b}"))
         print_note([r for cfg in cfgs for r in groups.get((b, cfg), [])])
         if corun is not None:
             full = [c for c in cfgs[1:] if int(c.split("x")[0]) * int(c.split("x")[1]) == a.cores]
@@ -469,6 +482,10 @@ def cmd_hybrid(a):
                          [(c, "hybrid", groups[(b, c)][0]["variant"], int(c.split("x")[0]), int(c.split("x")[1]),
                            [(k, float(r["epoch_seconds_median"])) for k, r in enumerate(groups[(b, c)])]) for c in full],
                          bounds)
+    if best and a.cores == 2:
+        sp, name = max(best)
+        print(f"\ntarget: best at 2 cores >= {HYBRID_TARGET}x serial: {name} {sp:.2f}x -> "
+              f"{'MET' if sp >= HYBRID_TARGET else 'NOT MET'}")
     if corun is not None:
         write_bounds(a.bounds, bounds)
     return 0

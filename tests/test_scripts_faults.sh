@@ -263,6 +263,27 @@ check "bench_tables mpi: the best at b512 >= 1.8x, the best at b64 >= 1.4x, shm 
   eval '[ $rc = 0 ] && grep -qx "target: best variant at P = 2, batch 512 >= 1.80x serial: allreduce 2.00x -> MET" <<<"$out" &&
     grep -qx "target: best variant at P = 2, batch 64 >= 1.40x serial: allreduce 1.43x -> MET" <<<"$out" &&
     grep -qx "target: shm at P = 2, batch 64 >= 1.50x serial: shm 1.25x -> NOT MET" <<<"$out"'
+# bench_tables.py hybrid: the best P x T on 2 cores against issue 32's 1.8x (serial 1.0 s;
+# b64 1x2 0.6 s: 1.67x; b512 2x1 0.5 s: 2.00x, 1x1 0.4 s: one core, not counted)
+/usr/bin/python3 - "$TMP/hverdict.csv" <<'PY'
+import csv, sys
+sys.path.insert(0, "scripts")
+import partrain
+head = partrain.results_header()
+with open(sys.argv[1], "w", newline="") as f:
+    w = csv.DictWriter(f, head)
+    w.writeheader()
+    for batch, prog, ranks, threads, t in [(64, "serial", 1, 1, 1.0), (64, "hybrid", 1, 2, 0.6), (512, "serial", 1, 1, 1.0),
+                                           (512, "hybrid", 2, 1, 0.5), (512, "hybrid", 1, 1, 0.4)]:
+        row = dict.fromkeys(head, "")
+        row.update(program=prog, variant="allreduce", ranks=ranks, threads=threads, batch=batch, epochs=3,
+                   train_n=1000, dataset="fashion", epoch_seconds_median=t, comm_seconds=0, sync_seconds=0)
+        w.writerow(row)
+PY
+out=$(/usr/bin/python3 scripts/bench_tables.py hybrid "$TMP/hverdict.csv" --cores 2 2>&1); rc=$?
+check "bench_tables hybrid: the best P x T on 2 cores judged against 1.8x (a 1x1 faster than it not counted)" \
+  "exit $rc: $(tail -n 2 <<<"$out")" \
+  eval '[ $rc = 0 ] && grep -qx "target: best at 2 cores >= 1.8x serial: 2x1, batch 512 2.00x -> MET" <<<"$out"'
 
 # ---- 5. a fresh machine: make all sets up first, then builds with what the set-up
 # installed. In a copy of the sources, MPICC names a compiler that does not exist when make
