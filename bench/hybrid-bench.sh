@@ -17,7 +17,8 @@
 # run's epoch_seconds_median (median of epochs 2..E), comm_seconds (inside MPI calls per
 # epoch, mean over ranks) and sync_seconds (barrier waits summed over a rank's threads),
 # and the speedup = serial's epoch time / the configuration's (scripts/bench_tables.py
-# hybrid; a "*" after a runs count: the median includes disturbed rows).
+# hybrid; a "*" after a runs count: the median includes disturbed rows); on 2 cores, the
+# verdict on issue 32's target: the best P x T = 2 configuration >= 1.8x serial, any batch.
 # The per-round core bound (as bench/openmp-bench.sh's): when C >= 2 and C is at most the
 # real cores, each round also runs C copies of serial at once, one per core (bench/corun.sh,
 # no row); C x serial's epoch alone / the slowest copy's is what the cores allowed, and
