@@ -318,14 +318,17 @@ matmul(int M, int N, int K, const float *A, long a_row, long a_col,
  * all of src). In 16 x 16 blocks so that both the reads and the strided writes stay
  * within a few cache lines (a plain loop spends more time here than the backward
  * product it prepares). */
-static inline void transpose(const float *restrict src, int rows, int cols, float *restrict dst, long ld) {
+static inline void transpose_ld(const float *restrict src, long lds, int rows, int cols, float *restrict dst, long ld) {
     enum { BLOCK = 16 };
     for (int i0 = 0; i0 < rows; i0 += BLOCK)
         for (int j0 = 0; j0 < cols; j0 += BLOCK) {
             int i1 = i0 + BLOCK < rows ? i0 + BLOCK : rows, j1 = j0 + BLOCK < cols ? j0 + BLOCK : cols;
             for (int j = j0; j < j1; j++)
-                for (int i = i0; i < i1; i++) dst[(long)j * ld + i] = src[(long)i * cols + j];
+                for (int i = i0; i < i1; i++) dst[(long)j * ld + i] = src[(long)i * lds + j];
         }
+}
+static inline void transpose(const float *restrict src, int rows, int cols, float *restrict dst, long ld) {
+    transpose_ld(src, cols, rows, cols, dst, ld);
 }
 
 #endif

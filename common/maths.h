@@ -34,6 +34,12 @@ static inline float *zeroed_floats(long n) {
 }
 #define PAD16(n) (((n) + 15L) / 16 * 16)   /* floats: keep each view 64-byte aligned */
 
+/* The floats between two rows of a layer's W (out columns): a row of an even number of
+ * cache lines (out a multiple of 32) gets one line more. Rows a multiple of 128 bytes
+ * apart put a column panel's K rows in a fraction of the L1's sets, where they evict each
+ * other before the next row block of the product reads them again (docs/NOTES.md 51). */
+static inline int w_ld(int out) { return out % 32 == 0 ? out + 16 : out; }
+
 static inline void sigmoid_inplace(float *x, long n) {
     for (long i = 0; i < n; i++) x[i] = 1.0f / (1.0f + expf(-x[i]));
 }

@@ -132,7 +132,7 @@ static int mlp_init(mlp *m, int inputs, const train_options *o, int max_rows) {
     for (int l = 1; l <= m->n_layers; l++) {
         if (m->size[l] > widest_layer) widest_layer = m->size[l];
         m->n_params += (long)m->size[l - 1] * m->size[l] + m->size[l];
-        m->params_alloc += PAD16((long)m->size[l - 1] * m->size[l]) + PAD16(m->size[l]);
+        m->params_alloc += PAD16((long)m->size[l - 1] * w_ld(m->size[l])) + PAD16(m->size[l]);
         long w = (long)m->size[l - 1] * m->size[l];
         if (w > widest) widest = w;
     }
@@ -143,9 +143,11 @@ static int mlp_init(mlp *m, int inputs, const train_options *o, int max_rows) {
     memset(m->params, 0, sizeof(float) * (size_t)m->params_alloc);   /* padding stays zero */
     float *p = m->params;
     for (int l = 1; l <= m->n_layers; l++) {
-        m->W[l] = p; p += PAD16((long)m->size[l - 1] * m->size[l]);
-        m->b[l] = p; p += PAD16(m->size[l]);
-        prng_init_dense(m->W[l], m->size[l - 1], m->size[l], l, l == m->n_layers, o->seed);
+        int in = m->size[l - 1], out = m->size[l], ld = w_ld(out);
+        m->W[l] = p; p += PAD16((long)in * ld);
+        m->b[l] = p; p += PAD16(out);
+        prng_init_dense(m->wt, in, out, l, l == m->n_layers, o->seed);   /* rows out apart, then ld apart */
+        for (int r = 0; r < in; r++) memcpy(m->W[l] + (long)r * ld, m->wt + (long)r * out, sizeof(float) * (size_t)out);
         memset(m->b[l], 0, sizeof(float) * (size_t)m->size[l]);
     }
     for (int l = 0; l <= m->n_layers; l++) {
@@ -171,7 +173,7 @@ static void dense_forward(mlp *m, int l, int rows) {
     epilogue e = EPI_PLAIN;
     e.bias = m->b[l];
     if (hidden && m->activation != ACT_SIGMOID) e.act = m->activation;
-    matmul(rows, out, in, m->act[l - 1], in, 1, m->W[l], out, m->act[l], out, &e);
+    matmul(rows, out, in, m->act[l - 1], in, 1, m->W[l], w_ld(out), m->act[l], out, &e);
     if (hidden && m->activation == ACT_SIGMOID) sigmoid_inplace(m->act[l], (long)rows * out);
 }
 
@@ -188,7 +190,7 @@ static void dense_backward_update(mlp *m, int l, const float *dz, int rows, floa
     int in = m->size[l - 1], out = m->size[l];
     if (l > 1) {
         /* delta[l-1] = (dz . W^T) * act'(act[l-1]) */
-        transpose(m->W[l], in, out, m->wt, in);
+        transpose_ld(m->W[l], w_ld(out), in, out, m->wt, in);
         epilogue e = EPI_PLAIN;
         e.deriv = m->act[l - 1];
         e.deriv_act = m->activation;
@@ -198,7 +200,7 @@ static void dense_backward_update(mlp *m, int l, const float *dz, int rows, floa
     epilogue u = EPI_PLAIN;
     u.alpha = scale;
     u.accumulate = 1;
-    matmul(in, out, rows, m->act[l - 1], 1, in, dz, out, m->W[l], out, &u);
+    matmul(in, out, rows, m->act[l - 1], 1, in, dz, out, m->W[l], w_ld(out), &u);
     /* b += scale * column sums of dz */
     float *restrict db = m->db;
     for (int j = 0; j < out; j++) db[j] = 0.0f;
