@@ -240,9 +240,10 @@ else
   skip "OpenMPI's leftovers and Ctrl-C" "mpirun, mpi/mpi, data/mnist or setsid missing (make all; make data)"
 fi
 
-# bench_tables.py mpi: issue 32's three verdicts at P = 2 from a CSV whose epochs give known
-# speedups (serial 1.0 s; b512 allreduce 0.5 s: 2.00x; b64 allreduce 0.7 s: 1.43x, shm 0.8 s: 1.25x)
-/usr/bin/python3 - "$TMP/verdict.csv" <<'PY'
+# bench_tables.py's verdicts on issue 32's targets, from CSVs whose epochs give known speedups
+# (fake_rows FILE ROWS: ROWS a Python list of dicts, each a row's fields besides these defaults)
+fake_rows() {
+  /usr/bin/python3 - "$1" "$2" <<'PY'
 import csv, sys
 sys.path.insert(0, "scripts")
 import partrain
@@ -250,36 +251,29 @@ head = partrain.results_header()
 with open(sys.argv[1], "w", newline="") as f:
     w = csv.DictWriter(f, head)
     w.writeheader()
-    for batch, prog, variant, ranks, t in [(b, "serial", "own-gemm", 1, 1.0) for b in (64, 512)] + [
-            (512, "mpi", "allreduce", 2, 0.5), (64, "mpi", "allreduce", 2, 0.7), (64, "mpi", "shm", 2, 0.8)]:
+    for fields in eval(f"({sys.argv[2]})"):   # the test's own expression, over lines
         row = dict.fromkeys(head, "")
-        row.update(program=prog, variant=variant, ranks=ranks, threads=1, batch=batch, epochs=3, train_n=1000,
-                   timestamp="2026-11-29T00:00:00Z", epoch_seconds_median=t, epoch_seconds=f"{t};{t};{t}", comm_seconds=0)
+        t = fields["epoch_seconds_median"]
+        row.update(threads=1, ranks=1, epochs=3, train_n=1000, dataset="fashion", timestamp="2026-11-29T00:00:00Z",
+                   epoch_seconds=f"{t};{t};{t}", comm_seconds=0, sync_seconds=0, variant="allreduce")
+        row.update(fields)
         w.writerow(row)
 PY
+}
+# mpi (serial 1.0 s; b512 allreduce 0.5 s: 2.00x; b64 allreduce 0.7 s: 1.43x, shm 0.8 s: 1.25x)
+fake_rows "$TMP/verdict.csv" "[dict(program='serial', variant='own-gemm', batch=b, epoch_seconds_median=1.0) for b in (64, 512)] +
+  [dict(program='mpi', ranks=2, batch=512, epoch_seconds_median=0.5), dict(program='mpi', ranks=2, batch=64, epoch_seconds_median=0.7),
+   dict(program='mpi', variant='shm', ranks=2, batch=64, epoch_seconds_median=0.8)]"
 out=$(/usr/bin/python3 scripts/bench_tables.py mpi "$TMP/verdict.csv" --since 2026-11-29T00:00:00Z --epochs 3 --train 1000 2>&1); rc=$?
 check "bench_tables mpi: the best at b512 >= 1.8x, the best at b64 >= 1.4x, shm at b64 >= 1.5x, each judged" \
   "exit $rc: $(tail -n 4 <<<"$out")" \
   eval '[ $rc = 0 ] && grep -qx "target: best variant at P = 2, batch 512 >= 1.80x serial: allreduce 2.00x -> MET" <<<"$out" &&
     grep -qx "target: best variant at P = 2, batch 64 >= 1.40x serial: allreduce 1.43x -> MET" <<<"$out" &&
     grep -qx "target: shm at P = 2, batch 64 >= 1.50x serial: shm 1.25x -> NOT MET" <<<"$out"'
-# bench_tables.py hybrid: the best P x T on 2 cores against issue 32's 1.8x (serial 1.0 s;
-# b64 1x2 0.6 s: 1.67x; b512 2x1 0.5 s: 2.00x, 1x1 0.4 s: one core, not counted)
-/usr/bin/python3 - "$TMP/hverdict.csv" <<'PY'
-import csv, sys
-sys.path.insert(0, "scripts")
-import partrain
-head = partrain.results_header()
-with open(sys.argv[1], "w", newline="") as f:
-    w = csv.DictWriter(f, head)
-    w.writeheader()
-    for batch, prog, ranks, threads, t in [(64, "serial", 1, 1, 1.0), (64, "hybrid", 1, 2, 0.6), (512, "serial", 1, 1, 1.0),
-                                           (512, "hybrid", 2, 1, 0.5), (512, "hybrid", 1, 1, 0.4)]:
-        row = dict.fromkeys(head, "")
-        row.update(program=prog, variant="allreduce", ranks=ranks, threads=threads, batch=batch, epochs=3,
-                   train_n=1000, dataset="fashion", epoch_seconds_median=t, comm_seconds=0, sync_seconds=0)
-        w.writerow(row)
-PY
+# hybrid (serial 1.0 s; b64 1x2 0.6 s: 1.67x; b512 2x1 0.5 s: 2.00x, 1x1 0.4 s: one core, not counted)
+fake_rows "$TMP/hverdict.csv" "[dict(program='serial', batch=b, epoch_seconds_median=1.0) for b in (64, 512)] +
+  [dict(program='hybrid', threads=2, batch=64, epoch_seconds_median=0.6), dict(program='hybrid', ranks=2, batch=512, epoch_seconds_median=0.5),
+   dict(program='hybrid', batch=512, epoch_seconds_median=0.4)]"
 out=$(/usr/bin/python3 scripts/bench_tables.py hybrid "$TMP/hverdict.csv" --cores 2 2>&1); rc=$?
 check "bench_tables hybrid: the best P x T on 2 cores judged against 1.8x (a 1x1 faster than it not counted)" \
   "exit $rc: $(tail -n 2 <<<"$out")" \
