@@ -151,7 +151,7 @@ static inline double dense_model_bytes(const train_options *o, int features, lon
     for (int l = 0; l <= o->n_hidden; l++) {
         int out = l < o->n_hidden ? o->hidden[l] : IDX_CLASSES;
         double w = (double)prev * out;
-        params += PAD16((long)w) + PAD16(out);
+        params += PAD16((long)prev * w_ld(out)) + PAD16(out);
         if (w > widest) widest = w;
         if (l < o->n_hidden) width_sum += out;
         prev = out;

@@ -78,15 +78,17 @@ static inline double rank_model_bytes(const train_options *o, int features) {
     return dense_model_bytes(o, features, rows, 1) + gemm_pack_bytes_dense(o, features, rows);
 }
 
-/* --dump-params: W1 b1 W2 b2 ... as raw float32, without the alignment padding */
+/* --dump-params: W1 b1 W2 b2 ... as raw float32, without the alignment padding (W's rows
+ * w_ld(out) floats apart in memory, out in the file) */
 static inline int dump_params(int n_layers, const int *size, float *const *W, float *const *b, const char *path,
                               char *err, size_t errlen) {
     FILE *f = fopen(path, "wb");
     if (!f) { snprintf(err, errlen, "--dump-params %s: cannot create the file", path); return -1; }
     int ok = 1;
     for (int l = 1; l <= n_layers; l++) {
-        size_t nw = (size_t)size[l - 1] * (size_t)size[l], nb = (size_t)size[l];
-        ok &= fwrite(W[l], sizeof(float), nw, f) == nw && fwrite(b[l], sizeof(float), nb, f) == nb;
+        size_t nb = (size_t)size[l];
+        for (int r = 0; r < size[l - 1]; r++) ok &= fwrite(W[l] + (long)r * w_ld(size[l]), sizeof(float), nb, f) == nb;
+        ok &= fwrite(b[l], sizeof(float), nb, f) == nb;
     }
     if (fclose(f) || !ok) { snprintf(err, errlen, "--dump-params %s: write failed", path); return -1; }
     return 0;

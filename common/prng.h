@@ -84,19 +84,24 @@ static inline void prng_permutation(uint32_t *perm, uint32_t n, uint64_t seed, u
     }
 }
 
-/* initial weights of dense layer `layer` (1-based), stored [fan_in][fan_out] */
-static inline void prng_init_dense(float *w, int fan_in, int fan_out, int layer,
-                                   int is_output_layer, uint64_t seed) {
+/* initial weights of dense layer `layer` (1-based), stored [fan_in][fan_out] with rows ld
+ * floats apart (ld >= fan_out; the floats between are left alone): the same values, in
+ * the same order, whatever ld */
+static inline void prng_init_dense_ld(float *w, long ld, int fan_in, int fan_out, int layer,
+                                      int is_output_layer, uint64_t seed) {
     prng r;
     prng_init(&r, seed, PRNG_STREAM_INIT(layer));
-    long n = (long)fan_in * fan_out;
-    if (is_output_layer) {
-        double a = sqrt(6.0 / (double)(fan_in + fan_out));
-        for (long i = 0; i < n; i++) w[i] = (float)((2.0 * prng_uniform(&r) - 1.0) * a);
-    } else {
-        double sd = sqrt(2.0 / (double)fan_in);
-        for (long i = 0; i < n; i++) w[i] = (float)(prng_normal(&r) * sd);
-    }
+    double a = sqrt(6.0 / (double)(fan_in + fan_out)), sd = sqrt(2.0 / (double)fan_in);
+    for (int i = 0; i < fan_in; i++)
+        for (int j = 0; j < fan_out; j++)
+            w[(long)i * ld + j] = is_output_layer ? (float)((2.0 * prng_uniform(&r) - 1.0) * a)
+                                                  : (float)(prng_normal(&r) * sd);
+}
+
+/* the same, rows fan_out floats apart */
+static inline void prng_init_dense(float *w, int fan_in, int fan_out, int layer,
+                                   int is_output_layer, uint64_t seed) {
+    prng_init_dense_ld(w, fan_out, fan_in, fan_out, layer, is_output_layer, seed);
 }
 
 #endif

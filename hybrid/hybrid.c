@@ -141,7 +141,8 @@ static void parse_options(hybrid_options *o, int argc, char **argv) {
 // laid out exactly like it (so one MPI call covers every layer)
 //
 // Layer l (1..L) maps size[l-1] inputs to size[l] outputs: W[l] is size[l-1] x size[l]
-// row-major (so the forward product is act[l-1] . W[l]), b[l] has size[l] entries.
+// row-major, its rows w_ld(size[l]) floats apart (common/maths.h), so the forward product
+// is act[l-1] . W[l]; b[l] has size[l] entries. The gradients have the same layout.
 // The activations and the thread's own gradient live in one `work` per thread, sized for
 // that thread's slice of the rank's part of a batch.
 
@@ -185,20 +186,20 @@ static int mlp_init(mlp *m, int inputs, const train_options *o) {
     m->activation = o->activation;
     for (int l = 1; l <= m->n_layers; l++) {
         m->n_params += (long)m->size[l - 1] * m->size[l] + m->size[l];
-        m->params_alloc += PAD16((long)m->size[l - 1] * m->size[l]) + PAD16(m->size[l]);
+        m->params_alloc += PAD16((long)m->size[l - 1] * w_ld(m->size[l])) + PAD16(m->size[l]);
     }
     m->params = zeroed_floats(m->params_alloc);   /* padding stays zero */
     m->grad = zeroed_floats(m->params_alloc);
     if (!m->params || !m->grad) return -1;
     float *p = m->params;
     for (int l = 1; l <= m->n_layers; l++) {
-        m->W[l] = p; p += PAD16((long)m->size[l - 1] * m->size[l]);
+        m->W[l] = p; p += PAD16((long)m->size[l - 1] * w_ld(m->size[l]));
         m->b[l] = p; p += PAD16(m->size[l]);
-        prng_init_dense(m->W[l], m->size[l - 1], m->size[l], l, l == m->n_layers, o->seed);
+        prng_init_dense_ld(m->W[l], w_ld(m->size[l]), m->size[l - 1], m->size[l], l, l == m->n_layers, o->seed);
         memset(m->b[l], 0, sizeof(float) * (size_t)m->size[l]);
         if (l >= 2) {
             if (!(m->wt[l] = alloc_floats((long)m->size[l - 1] * m->size[l]))) return -1;
-            transpose(m->W[l], m->size[l - 1], m->size[l], m->wt[l], m->size[l - 1]);
+            transpose_ld(m->W[l], w_ld(m->size[l]), m->size[l - 1], m->size[l], m->wt[l], m->size[l - 1]);
         }
     }
     return 0;
@@ -247,7 +248,7 @@ static void dense_forward(const mlp *m, work *w, int l, int rows) {
     epilogue e = EPI_PLAIN;
     e.bias = m->b[l];
     if (hidden && m->activation != ACT_SIGMOID) e.act = m->activation;
-    matmul(rows, out, in, w->act[l - 1], in, 1, m->W[l], out, w->act[l], out, &e);
+    matmul(rows, out, in, w->act[l - 1], in, 1, m->W[l], w_ld(out), w->act[l], out, &e);
     if (hidden && m->activation == ACT_SIGMOID) sigmoid_inplace(w->act[l], (long)rows * out);
 }
 
@@ -273,7 +274,7 @@ static void dense_backward(const mlp *m, work *w, int l, const float *dz, int ro
         matmul(rows, in, out, dz, out, 1, m->wt[l], in, w->delta[l - 1], in, &e);
     }
     /* gW = act[l-1]^T . dz */
-    matmul(in, out, rows, w->act[l - 1], 1, in, dz, out, w->grad + w_offset(m, l), out, &EPI_SHARED_SUMS);
+    matmul(in, out, rows, w->act[l - 1], 1, in, dz, out, w->grad + w_offset(m, l), w_ld(out), &EPI_SHARED_SUMS);
     /* gb = column sums of dz */
     float *restrict db = w->grad + b_offset(m, l);
     for (int j = 0; j < out; j++) db[j] = 0.0f;
@@ -305,8 +306,8 @@ static void my_slices(const mlp *m, int t, int T, slices *s) {
         long j0, j1;
         split_units(in, t, T, 16, &s->i0[l], &s->i1[l]);
         split_units(out, t, T, 16, &j0, &j1);
-        s->w0[l] = w_offset(m, l) + s->i0[l] * out;
-        s->w1[l] = w_offset(m, l) + s->i1[l] * out;
+        s->w0[l] = w_offset(m, l) + s->i0[l] * w_ld(out);
+        s->w1[l] = w_offset(m, l) + s->i1[l] * w_ld(out);
         s->b0[l] = b_offset(m, l) + j0;
         s->b1[l] = b_offset(m, l) + j1;
     }
@@ -353,7 +354,7 @@ static void transpose_slices(mlp *m, const slices *s) {
     for (int l = 2; l <= m->n_layers; l++) {
         int in = m->size[l - 1], out = m->size[l];
         long i0 = s->i0[l], i1 = s->i1[l];
-        if (i1 > i0) transpose(m->W[l] + i0 * out, (int)(i1 - i0), out, m->wt[l] + i0, in);
+        if (i1 > i0) transpose_ld(m->W[l] + i0 * w_ld(out), w_ld(out), (int)(i1 - i0), out, m->wt[l] + i0, in);
     }
 }
 
@@ -445,14 +446,16 @@ static long evaluate(const mlp *m, work *ws, thread_stats *st, int T, const data
     return correct;
 }
 
-/* --dump-params: W1 b1 W2 b2 ... as raw float32, without the alignment padding */
+/* --dump-params: W1 b1 W2 b2 ... as raw float32, without the alignment padding (W's rows
+ * w_ld(out) floats apart in memory, out in the file) */
 static int dump_params(const mlp *m, const char *path, char *err, size_t errlen) {
     FILE *f = fopen(path, "wb");
     if (!f) { snprintf(err, errlen, "--dump-params %s: cannot create the file", path); return -1; }
     int ok = 1;
     for (int l = 1; l <= m->n_layers; l++) {
-        size_t nw = (size_t)m->size[l - 1] * (size_t)m->size[l], nb = (size_t)m->size[l];
-        ok &= fwrite(m->W[l], sizeof(float), nw, f) == nw && fwrite(m->b[l], sizeof(float), nb, f) == nb;
+        size_t nb = (size_t)m->size[l];
+        for (int r = 0; r < m->size[l - 1]; r++) ok &= fwrite(m->W[l] + (long)r * w_ld(m->size[l]), sizeof(float), nb, f) == nb;
+        ok &= fwrite(m->b[l], sizeof(float), nb, f) == nb;
     }
     if (fclose(f) || !ok) { snprintf(err, errlen, "--dump-params %s: write failed", path); return -1; }
     return 0;
@@ -574,7 +577,7 @@ int main(int argc, char **argv) {
     resume_on_every_rank(&ck, o, 1);
     agree_or_die(target_resumed(o, acc_curve, ck.epochs_done, err, sizeof err), err, 2);
     for (int l = 2; o->resume && l <= m.n_layers; l++)
-        transpose(m.W[l], m.size[l - 1], m.size[l], m.wt[l], m.size[l - 1]);
+        transpose_ld(m.W[l], w_ld(m.size[l]), m.size[l - 1], m.size[l], m.wt[l], m.size[l - 1]);
     if (rank == 0) {
         printf("hybrid: %s MLP %d", options_activation_name(o->activation), m.size[0]);
         for (int l = 1; l <= m.n_layers; l++) printf("-%d", m.size[l]);

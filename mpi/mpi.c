@@ -133,7 +133,9 @@ static void parse_options(mpi_options *o, int argc, char **argv) {
 // segment per layer)
 //
 // Layer l (1..L) maps size[l-1] inputs to size[l] outputs: W[l] is size[l-1] x size[l]
-// row-major (so the forward product is act[l-1] . W[l]), b[l] has size[l] entries.
+// row-major, its rows w_ld(size[l]) floats apart (common/maths.h), so the forward product
+// is act[l-1] . W[l]; b[l] has size[l] entries. The gradient's rows are size[l] apart:
+// the padding is not sent.
 
 typedef struct {
     int n_layers;                 /* L: hidden layers + output layer */
@@ -143,7 +145,8 @@ typedef struct {
     long params_alloc;            /* floats in params, with padding that aligns each view */
     float *params;                /* all W and b, layer by layer: W1 b1 W2 b2 ... */
     float *W[MAX_LAYERS + 1], *b[MAX_LAYERS + 1];
-    float *grad;                  /* gradient sums, same layout as params (padding stays 0) */
+    long grad_alloc;              /* floats in grad: params' layout without the row padding */
+    float *grad;                  /* gradient sums, each view padded to 16 floats (padding stays 0) */
     float *gW[MAX_LAYERS + 1], *gb[MAX_LAYERS + 1];
     /* work buffers, sized for max_rows samples */
     int max_rows;
@@ -151,6 +154,11 @@ typedef struct {
     float *delta[MAX_LAYERS + 1]; /* dL/dZ of hidden layer l */
     float *wt;                    /* transposed weights for the backward product */
 } mlp;
+
+/* floats of layer l's segment (gW then gb, with their padding) in grad */
+static long layer_floats(const mlp *m, int l) {
+    return PAD16((long)m->size[l - 1] * m->size[l]) + PAD16(m->size[l]);
+}
 
 static int mlp_init(mlp *m, int inputs, const train_options *o, int max_rows) {
     memset(m, 0, sizeof *m);
@@ -163,20 +171,22 @@ static int mlp_init(mlp *m, int inputs, const train_options *o, int max_rows) {
     long widest = 0;
     for (int l = 1; l <= m->n_layers; l++) {
         m->n_params += (long)m->size[l - 1] * m->size[l] + m->size[l];
-        m->params_alloc += PAD16((long)m->size[l - 1] * m->size[l]) + PAD16(m->size[l]);
+        m->params_alloc += PAD16((long)m->size[l - 1] * w_ld(m->size[l])) + PAD16(m->size[l]);
+        m->grad_alloc += layer_floats(m, l);
         long w = (long)m->size[l - 1] * m->size[l];
         if (w > widest) widest = w;
     }
     m->params = zeroed_floats(m->params_alloc);   /* padding stays zero */
-    m->grad = zeroed_floats(m->params_alloc);
+    m->grad = zeroed_floats(m->grad_alloc);
     m->wt = alloc_floats(widest);
     if (!m->params || !m->grad || !m->wt) return -1;
     float *p = m->params, *g = m->grad;
     for (int l = 1; l <= m->n_layers; l++) {
-        long nw = PAD16((long)m->size[l - 1] * m->size[l]), nb = PAD16(m->size[l]);
-        m->W[l] = p; m->gW[l] = g; p += nw; g += nw;
+        int in = m->size[l - 1], out = m->size[l];
+        long nb = PAD16(out);
+        m->W[l] = p; m->gW[l] = g; p += PAD16((long)in * w_ld(out)); g += PAD16((long)in * out);
         m->b[l] = p; m->gb[l] = g; p += nb; g += nb;
-        prng_init_dense(m->W[l], m->size[l - 1], m->size[l], l, l == m->n_layers, o->seed);
+        prng_init_dense_ld(m->W[l], w_ld(out), in, out, l, l == m->n_layers, o->seed);
     }
     for (int l = 0; l <= m->n_layers; l++) {
         m->act[l] = alloc_floats((long)max_rows * m->size[l]);
@@ -191,10 +201,6 @@ static void mlp_free(mlp *m) {
     for (int l = 0; l <= m->n_layers; l++) { free(m->act[l]); free(m->delta[l]); }
 }
 
-/* floats of layer l's segment (W then b, with their padding) in params and grad */
-static long layer_floats(const mlp *m, int l) {
-    return PAD16((long)m->size[l - 1] * m->size[l]) + PAD16(m->size[l]);
-}
 
 // ----------------------------------------------------------------------------
 // forward
@@ -206,7 +212,7 @@ static void dense_forward(mlp *m, int l, int rows) {
     epilogue e = EPI_PLAIN;
     e.bias = m->b[l];
     if (hidden && m->activation != ACT_SIGMOID) e.act = m->activation;
-    matmul(rows, out, in, m->act[l - 1], in, 1, m->W[l], out, m->act[l], out, &e);
+    matmul(rows, out, in, m->act[l - 1], in, 1, m->W[l], w_ld(out), m->act[l], out, &e);
     if (hidden && m->activation == ACT_SIGMOID) sigmoid_inplace(m->act[l], (long)rows * out);
 }
 
@@ -239,7 +245,7 @@ static void dense_backward(mlp *m, int l, const float *dz, int rows) {
     grad_ready(m, l);
     if (l > 1) {
         /* delta[l-1] = (dz . W^T) * act'(act[l-1]) */
-        transpose(m->W[l], in, out, m->wt, in);
+        transpose_ld(m->W[l], w_ld(out), in, out, m->wt, in);
         epilogue e = EPI_PLAIN;
         e.deriv = m->act[l - 1];
         e.deriv_act = m->activation;
@@ -282,14 +288,20 @@ static void comm_progress(void) {
 // update: serial's formula, W = fmaf(-lr/B, g, W) with B the global batch
 
 static void sgd_update(mlp *m, float scale) {
-    float *restrict p = m->params;
-    const float *restrict g = m->grad;
-    TRACE(TRACE_UPDATE, "update") for (long i = 0; i < m->params_alloc; i++) p[i] = fmaf(scale, g[i], p[i]);
+    TRACE(TRACE_UPDATE, "update") for (int l = 1; l <= m->n_layers; l++) {
+        int in = m->size[l - 1], out = m->size[l];
+        for (int r = 0; r < in; r++) {
+            float *restrict w = m->W[l] + (long)r * w_ld(out);
+            const float *restrict g = m->gW[l] + (long)r * out;
+            for (int j = 0; j < out; j++) w[j] = fmaf(scale, g[j], w[j]);
+        }
+        for (int j = 0; j < out; j++) m->b[l][j] = fmaf(scale, m->gb[l][j], m->b[l][j]);
+    }
 }
 
 /* After backward: sum the gradients over the ranks and apply them (--sync). */
 static void exchange_and_update(mlp *m, float scale) {
-    int n = (int)m->params_alloc;
+    int n = (int)m->grad_alloc;
     switch (sync_mode) {
     case SYNC_ALLREDUCE:
         COMM(MPI_Allreduce, (MPI_IN_PLACE, m->grad, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
@@ -298,7 +310,7 @@ static void exchange_and_update(mlp *m, float scale) {
     case SYNC_REDUCE_BCAST:
         COMM(MPI_Reduce, (rank == 0 ? MPI_IN_PLACE : m->grad, m->grad, n, MPI_FLOAT, MPI_SUM, 0, MPI_COMM_WORLD));
         if (rank == 0) sgd_update(m, scale);
-        COMM(MPI_Bcast, (m->params, n, MPI_FLOAT, 0, MPI_COMM_WORLD));
+        COMM(MPI_Bcast, (m->params, (int)m->params_alloc, MPI_FLOAT, 0, MPI_COMM_WORLD));
         break;
     case SYNC_HIERARCHICAL:
         COMM(hier_allreduce, (m->grad, n, &hier));

@@ -127,7 +127,8 @@ static void parse_options(pipeline_options *o, int argc, char **argv) {
 // parameter buffer with per-layer views, and gradient sums laid out like it
 //
 // Layer l maps size[l-1] inputs to size[l] outputs: W[l] is size[l-1] x size[l]
-// row-major (so the forward product is act[l-1] . W[l]), b[l] has size[l] entries.
+// row-major, its rows w_ld(size[l]) floats apart (common/maths.h), so the forward product
+// is act[l-1] . W[l]; b[l] has size[l] entries. The gradient has the same layout.
 // Buffers hold a whole mini-batch; micro-batch k uses its rows [lo_k, lo_k + n_k).
 
 typedef struct {
@@ -162,7 +163,7 @@ static int mlp_init(mlp *m, int inputs, const train_options *o, int max_rows, in
     m->max_rows = max_rows;
     for (int l = 1; l <= m->n_layers; l++) m->n_params += (long)m->size[l - 1] * m->size[l] + m->size[l];
     for (int l = first; l <= last; l++)
-        m->params_alloc += PAD16((long)m->size[l - 1] * m->size[l]) + PAD16(m->size[l]);
+        m->params_alloc += PAD16((long)m->size[l - 1] * w_ld(m->size[l])) + PAD16(m->size[l]);
     m->params = alloc_floats(m->params_alloc);
     m->grad = alloc_floats(m->params_alloc);
     if (!m->params || !m->grad) return -1;
@@ -170,10 +171,10 @@ static int mlp_init(mlp *m, int inputs, const train_options *o, int max_rows, in
     memset(m->grad, 0, sizeof(float) * (size_t)m->params_alloc);
     float *p = m->params, *g = m->grad;
     for (int l = first; l <= last; l++) {
-        long nw = PAD16((long)m->size[l - 1] * m->size[l]), nb = PAD16(m->size[l]);
+        long nw = PAD16((long)m->size[l - 1] * w_ld(m->size[l])), nb = PAD16(m->size[l]);
         m->W[l] = p; m->gW[l] = g; p += nw; g += nw;
         m->b[l] = p; m->gb[l] = g; p += nb; g += nb;
-        prng_init_dense(m->W[l], m->size[l - 1], m->size[l], l, l == m->n_layers, o->seed);
+        prng_init_dense_ld(m->W[l], w_ld(m->size[l]), m->size[l - 1], m->size[l], l, l == m->n_layers, o->seed);
         memset(m->b[l], 0, sizeof(float) * (size_t)m->size[l]);
         if (l > 1 && !(m->wt[l] = alloc_floats((long)m->size[l - 1] * m->size[l]))) return -1;
     }
@@ -212,7 +213,7 @@ static void dense_forward(mlp *m, int l, long off, int rows) {
     epilogue e = EPI_PLAIN;
     e.bias = m->b[l];
     if (hidden && m->activation != ACT_SIGMOID) e.act = m->activation;
-    matmul(rows, out, in, x, in, 1, m->W[l], out, y, out, &e);
+    matmul(rows, out, in, x, in, 1, m->W[l], w_ld(out), y, out, &e);
     if (hidden && m->activation == ACT_SIGMOID) sigmoid_inplace(y, (long)rows * out);
 }
 
@@ -241,7 +242,7 @@ static void dense_backward(mlp *m, int l, const float *dz, long off, int rows) {
     /* gW[l] += act[l-1]^T . dz */
     epilogue u = EPI_PLAIN;
     u.accumulate = 1;
-    matmul(in, out, rows, a, 1, in, dz, out, m->gW[l], out, &u);
+    matmul(in, out, rows, a, 1, in, dz, out, m->gW[l], w_ld(out), &u);
     /* gb[l] += column sums of dz */
     float *restrict db = m->gb[l];
     for (int i = 0; i < rows; i++) {
@@ -307,7 +308,7 @@ static double gpipe_step(mlp *m, const unsigned char *y, int rows, int microbatc
     TRACE(TRACE_COMPUTE, "zero gradient, transpose W") {
         memset(m->grad, 0, sizeof(float) * (size_t)m->params_alloc);
         for (int l = first; l <= last; l++)
-            if (l > 1) transpose(m->W[l], m->size[l - 1], m->size[l], m->wt[l], m->size[l - 1]);
+            if (l > 1) transpose_ld(m->W[l], w_ld(m->size[l]), m->size[l - 1], m->size[l], m->wt[l], m->size[l - 1]);
     }
     busy_seconds += timer_now() - t;
     if (has_next)

@@ -139,7 +139,8 @@ static void parse_options(shm_options *o, int argc, char **argv) {
 // rank's activations and deltas (in its segment of the window: the others read them)
 //
 // Layer l (1..L) maps size[l-1] inputs to size[l] outputs: W[l] is size[l-1] x size[l]
-// row-major (so the forward product is act[l-1] . W[l]), b[l] has size[l] entries.
+// row-major, its rows w_ld(size[l]) floats apart (common/maths.h), so the forward product
+// is act[l-1] . W[l]; b[l] has size[l] entries.
 
 typedef struct {
     int n_layers;                 /* L: hidden layers + output layer */
@@ -167,7 +168,7 @@ static void mlp_shape(mlp *m, int inputs, const train_options *o, int max_rows) 
     m->max_rows = max_rows;
     for (int l = 1; l <= m->n_layers; l++) {
         m->n_params += (long)m->size[l - 1] * m->size[l] + m->size[l];
-        m->params_alloc += PAD16((long)m->size[l - 1] * m->size[l]) + PAD16(m->size[l]);
+        m->params_alloc += PAD16((long)m->size[l - 1] * w_ld(m->size[l])) + PAD16(m->size[l]);
     }
 }
 
@@ -202,9 +203,10 @@ static int mlp_init(mlp *m, const train_options *o, float *params, float *work, 
     if (init_params) memset(m->params, 0, sizeof(float) * (size_t)m->params_alloc);   /* padding stays zero */
     float *p = m->params;
     for (int l = 1; l <= m->n_layers; l++) {
-        m->W[l] = p; p += PAD16((long)m->size[l - 1] * m->size[l]);
-        m->b[l] = p; p += PAD16(m->size[l]);
-        if (init_params) prng_init_dense(m->W[l], m->size[l - 1], m->size[l], l, l == m->n_layers, o->seed);
+        int in = m->size[l - 1], out = m->size[l];
+        m->W[l] = p; p += PAD16((long)in * w_ld(out));
+        m->b[l] = p; p += PAD16(out);
+        if (init_params) prng_init_dense_ld(m->W[l], w_ld(out), in, out, l, l == m->n_layers, o->seed);
     }
     return 0;
 }
@@ -219,7 +221,7 @@ static void dense_forward(mlp *m, int l, int rows) {
     epilogue e = EPI_PLAIN;
     e.bias = m->b[l];
     if (hidden && m->activation != ACT_SIGMOID) e.act = m->activation;
-    matmul(rows, out, in, m->act[l - 1], in, 1, m->W[l], out, m->act[l], out, &e);
+    matmul(rows, out, in, m->act[l - 1], in, 1, m->W[l], w_ld(out), m->act[l], out, &e);
     if (hidden && m->activation == ACT_SIGMOID) sigmoid_inplace(m->act[l], (long)rows * out);
 }
 
@@ -234,7 +236,7 @@ static void mlp_forward(mlp *m, int rows) {
 /* delta[l-1] = (dz . W^T) * act'(act[l-1]) for layer l > 1 with dZ in dz */
 static void dense_backward(mlp *m, int l, const float *dz, int rows) {
     int in = m->size[l - 1], out = m->size[l];
-    transpose(m->W[l], in, out, m->wt, in);
+    transpose_ld(m->W[l], w_ld(out), in, out, m->wt, in);
     epilogue e = EPI_PLAIN;
     e.deriv = m->act[l - 1];
     e.deriv_act = m->activation;
@@ -410,8 +412,8 @@ static void exchange_and_update(mlp *m, float scale, int batch_rows) {
         }
         for (long r0 = i0; r0 < i1; r0 += block) {   /* gW[l], its rows r0.. */
             int rows = (int)(i1 - r0 < block ? i1 - r0 : block);
-            long at = w + r0 * out;
-            slice_gradient_block(shm.sum ? shm.sum + at : m->params + at, shm.sum ? &EPI_PLAIN : &update,
+            long at = w + r0 * w_ld(out);
+            slice_gradient_block(shm.sum ? shm.sum + at : m->params + at, w_ld(out), shm.sum ? &EPI_PLAIN : &update,
                                  shm.tile, rows, out, r0, in, shm.a, shm.d, shm.rows, ng);
         }
         slice_bias_sums(shm.tile, j0, j1, out, shm.d, shm.rows, ng);   /* gb[l], its columns j0..j1 */
@@ -427,7 +429,7 @@ static void exchange_and_update(mlp *m, float scale, int batch_rows) {
             split_units(m->size[l - 1], t, T, 16, &i0, &i1);
             split_units(m->size[l], t, T, 16, &j0, &j1);
             float *one[1] = { shm.sum };
-            sum_update(m->params, one, 1, w + i0 * m->size[l], w + i1 * m->size[l], scale);
+            sum_update(m->params, one, 1, w + i0 * w_ld(m->size[l]), w + i1 * w_ld(m->size[l]), scale);
             sum_update(m->params, one, 1, b + j0, b + j1, scale);
         }
     }

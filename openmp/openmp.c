@@ -134,7 +134,8 @@ static void transpose_tile(const float *restrict panel, int in, int wd, int i, i
 //
 // Layer l (1..L) maps size[l-1] inputs to size[l] outputs: W[l] is size[l-1] x size[l]
 // (so the forward product is act[l-1] . W[l]), b[l] has size[l] entries.
-// W[l] is row-major, as serial's, for critical/reduction. For loop it is stored column
+// W[l] is row-major, as serial's (rows w_ld(size[l]) floats apart), for critical,
+// reduction and owner. For loop and model it is stored column
 // panel by column panel (the NR columns of one kernel tile, 64 or 16, each panel row-major,
 // the last one narrower): each thread owns whole panels, and so a contiguous part of
 // memory. With row-major W two threads that own the two halves of every row slow each
@@ -185,12 +186,14 @@ typedef struct {
 static long w_offset(const mlp *m, int l) { return m->W[l] - m->params; }
 static long b_offset(const mlp *m, int l) { return m->b[l] - m->params; }
 
-/* The stored panel of W[l] that starts at column j: its width (= its leading dimension)
- * and its address. Row-major W is a single panel. */
+/* The stored panel of W[l] that starts at column j: its width, its leading dimension (a
+ * panel's width; row-major W's rows lie w_ld(out) floats apart) and its address.
+ * Row-major W is a single panel. */
 static int panel_width(const mlp *m, int l, int j) {
     int out = m->size[l], p = m->panel ? m->panel : out;
     return out - j < p ? out - j : p;
 }
+static int panel_ld(const mlp *m, int l, int j) { return m->panel ? panel_width(m, l, j) : w_ld(m->size[l]); }
 static float *panel_at(const mlp *m, int l, int j) { return m->W[l] + (long)m->size[l - 1] * j; }
 
 static int mlp_init(mlp *m, int inputs, const train_options *o, int need_grad, int panels) {
@@ -202,34 +205,36 @@ static int mlp_init(mlp *m, int inputs, const train_options *o, int need_grad, i
     m->activation = o->activation;
     for (int l = 1; l <= m->n_layers; l++) {
         m->n_params += (long)m->size[l - 1] * m->size[l] + m->size[l];
-        m->params_alloc += PAD16((long)m->size[l - 1] * m->size[l]) + PAD16(m->size[l]);
+        m->params_alloc += PAD16((long)m->size[l - 1] * w_ld(m->size[l])) + PAD16(m->size[l]);
     }
     m->params = zeroed_floats(m->params_alloc);   /* padding stays zero */
     if (!m->params) return -1;
     if (need_grad && !(m->grad = zeroed_floats(m->params_alloc))) return -1;
     float *p = m->params;
     for (int l = 1; l <= m->n_layers; l++) {
-        m->W[l] = p; p += PAD16((long)m->size[l - 1] * m->size[l]);
-        m->b[l] = p; p += PAD16(m->size[l]);
-        prng_init_dense(m->W[l], m->size[l - 1], m->size[l], l, l == m->n_layers, o->seed);
-        memset(m->b[l], 0, sizeof(float) * (size_t)m->size[l]);
+        int in = m->size[l - 1], out = m->size[l];
+        m->W[l] = p; p += PAD16((long)in * w_ld(out));
+        m->b[l] = p; p += PAD16(out);
+        prng_init_dense_ld(m->W[l], w_ld(out), in, out, l, l == m->n_layers, o->seed);
+        memset(m->b[l], 0, sizeof(float) * (size_t)out);
         if (l >= 2) {
-            if (!(m->wt[l] = alloc_floats((long)m->size[l - 1] * m->size[l]))) return -1;
-            transpose(m->W[l], m->size[l - 1], m->size[l], m->wt[l], m->size[l - 1]);
+            if (!(m->wt[l] = alloc_floats((long)in * out))) return -1;
+            transpose_ld(m->W[l], w_ld(out), in, out, m->wt[l], in);
         }
     }
     if (panels) {   /* re-store every W panel by panel (the initial values are row-major) */
         m->panel = NR;
         for (int l = 1; l <= m->n_layers; l++) {
-            int in = m->size[l - 1], out = m->size[l];
-            float *copy = alloc_floats((long)in * out);
+            int in = m->size[l - 1], out = m->size[l], ld = w_ld(out);
+            float *copy = alloc_floats((long)in * ld);
             if (!copy) return -1;
-            memcpy(copy, m->W[l], sizeof(float) * (size_t)in * out);
+            memcpy(copy, m->W[l], sizeof(float) * (size_t)in * ld);
             for (int j = 0; j < out; j += NR) {
                 int wd = panel_width(m, l, j);
                 float *pw = panel_at(m, l, j);
-                for (int r = 0; r < in; r++) memcpy(pw + (long)r * wd, copy + (long)r * out + j, sizeof(float) * (size_t)wd);
+                for (int r = 0; r < in; r++) memcpy(pw + (long)r * wd, copy + (long)r * ld + j, sizeof(float) * (size_t)wd);
             }
+            memset(m->W[l] + (long)in * out, 0, sizeof(float) * (size_t)in * (ld - out));   /* the unused rest */
             free(copy);
         }
     }
@@ -286,7 +291,7 @@ static double openmp_bytes(const train_options *o, int features, int accum, int 
     for (int l = 0; l <= L; l++) widths += size[l];
     for (int l = 1; l <= L; l++) {
         double w = (double)size[l - 1] * size[l];
-        params += PAD16((long)w) + PAD16(size[l]);
+        params += PAD16((long)size[l - 1] * w_ld(size[l])) + PAD16(size[l]);
         if (w > widest_w) widest_w = w;
         if (size[l] > widest) widest = size[l];
         if (l >= 2) { wt += w; replica += size[l] + (l >= 3 ? 2 * w : 0); }
@@ -350,7 +355,7 @@ static void mlp_loaded(mlp *m, mlp *views, int T) {
         int in = m->size[l - 1];
         for (int j = 0, wd; j < m->size[l]; j += wd) {
             wd = panel_width(m, l, j);
-            transpose(panel_at(m, l, j), in, wd, m->wt[l] + (long)j * in, in);
+            transpose_ld(panel_at(m, l, j), panel_ld(m, l, j), in, wd, m->wt[l] + (long)j * in, in);
         }
         for (int t = 1; views && t < T; t++) {
             long nw = (long)in * m->size[l];
@@ -395,7 +400,7 @@ static void dense_forward(const mlp *m, work *w, int l, int rows) {
     for (int j = 0, wd; j < out; j += wd) {   /* row-major W: one panel, serial's one call */
         wd = panel_width(m, l, j);
         e.bias = m->b[l] + j;
-        matmul(rows, wd, in, w->act[l - 1], in, 1, panel_at(m, l, j), wd, w->act[l] + j, out, &e);
+        matmul(rows, wd, in, w->act[l - 1], in, 1, panel_at(m, l, j), panel_ld(m, l, j), w->act[l] + j, out, &e);
     }
     if (hidden && m->activation == ACT_SIGMOID) sigmoid_inplace(w->act[l], (long)rows * out);
 }
@@ -468,7 +473,7 @@ static void dense_backward(const mlp *m, work *w, int l, const float *dz, int ro
     if (l > 1) dense_delta(m, w, l, dz, rows);
     if (accum == ACCUM_OWNER) return;   /* its sums are formed after the barrier (update_owned) */
     /* gW = act[l-1]^T . dz */
-    matmul(in, out, rows, w->act[l - 1], 1, in, dz, out, w->grad + w_offset(m, l), out, &EPI_SHARED_SUMS);
+    matmul(in, out, rows, w->act[l - 1], 1, in, dz, out, w->grad + w_offset(m, l), w_ld(out), &EPI_SHARED_SUMS);
     /* gb = column sums of dz */
     float *restrict db = w->grad + b_offset(m, l);
     for (int j = 0; j < out; j++) db[j] = 0.0f;
@@ -518,11 +523,11 @@ static void update_slice(mlp *m, float *const *g, int ng, float scale, int t, in
         long i0, i1, j0, j1;
         split_units(in, t, T, 16, &i0, &i1);
         split_units(out, t, T, 16, &j0, &j1);
-        long w0 = w_offset(m, l) + i0 * out, w1 = w_offset(m, l) + i1 * out;
+        long w0 = w_offset(m, l) + i0 * w_ld(out), w1 = w_offset(m, l) + i1 * w_ld(out);
         long b0 = b_offset(m, l) + j0, b1 = b_offset(m, l) + j1;
         sum_update(m->params, g, ng, w0, w1, scale);
         sum_update(m->params, g, ng, b0, b1, scale);
-        if (l >= 2 && i1 > i0) transpose(m->W[l] + i0 * out, (int)(i1 - i0), out, m->wt[l] + i0, in);
+        if (l >= 2 && i1 > i0) transpose_ld(m->W[l] + i0 * w_ld(out), w_ld(out), (int)(i1 - i0), out, m->wt[l] + i0, in);
     }
 }
 
@@ -555,11 +560,11 @@ static void update_owned(mlp *m, const work *ws, int batch_rows, int active, flo
         }
         for (long r0 = i0; r0 < i1; r0 += block) {
             int rows = (int)(i1 - r0 < block ? i1 - r0 : block);
-            slice_gradient_block(m->W[l] + r0 * out, &update, tile, rows, out, r0, in, a, d, n, active);
+            slice_gradient_block(m->W[l] + r0 * w_ld(out), w_ld(out), &update, tile, rows, out, r0, in, a, d, n, active);
         }
         slice_bias_sums(tile, j0, j1, out, d, n, active);
         for (long j = j0; j < j1; j++) m->b[l][j] = fmaf(scale, tile[j - j0], m->b[l][j]);
-        if (l >= 2 && i1 > i0) transpose(m->W[l] + i0 * out, (int)(i1 - i0), out, m->wt[l] + i0, in);
+        if (l >= 2 && i1 > i0) transpose_ld(m->W[l] + i0 * w_ld(out), w_ld(out), (int)(i1 - i0), out, m->wt[l] + i0, in);
     }
 }
 

@@ -101,7 +101,8 @@ static void parse_options(serial_options *o, int argc, char **argv) {
 // model: one contiguous parameter buffer with per-layer views
 //
 // Layer l (1..L) maps size[l-1] inputs to size[l] outputs: W[l] is size[l-1] x size[l]
-// row-major (so the forward product is act[l-1] . W[l]), b[l] has size[l] entries.
+// row-major, its rows w_ld(size[l]) floats apart (common/maths.h: a padded leading
+// dimension), so the forward product is act[l-1] . W[l]; b[l] has size[l] entries.
 
 typedef struct {
     int n_layers;                 /* L: hidden layers + output layer */
@@ -146,8 +147,7 @@ static int mlp_init(mlp *m, int inputs, const train_options *o, int max_rows) {
         int in = m->size[l - 1], out = m->size[l], ld = w_ld(out);
         m->W[l] = p; p += PAD16((long)in * ld);
         m->b[l] = p; p += PAD16(out);
-        prng_init_dense(m->wt, in, out, l, l == m->n_layers, o->seed);   /* rows out apart, then ld apart */
-        for (int r = 0; r < in; r++) memcpy(m->W[l] + (long)r * ld, m->wt + (long)r * out, sizeof(float) * (size_t)out);
+        prng_init_dense_ld(m->W[l], ld, in, out, l, l == m->n_layers, o->seed);
         memset(m->b[l], 0, sizeof(float) * (size_t)m->size[l]);
     }
     for (int l = 0; l <= m->n_layers; l++) {
