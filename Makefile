@@ -201,7 +201,7 @@ $(O)bench/handover: bench/handover.c bench/cpu_pair.h
 	$(CC) $(STD) $(CFLAGS) $(ARCH) $(WARN) $(CPPFLAGS) -pthread bench/handover.c -o $@
 
 # bench/gemm-step: the kernel's products of one MLP step, each timed (docs/NOTES.md 45); not in all
-$(O)bench/gemm-step: bench/gemm-step.c bench/cpu_pair.h common/gemm.h $(wildcard common/gemm_*.h) common/options.h
+$(O)bench/gemm-step: bench/gemm-step.c bench/cpu_pair.h common/gemm.h $(wildcard common/gemm_*.h) common/maths.h common/idx.h common/options.h
 	@mkdir -p $(dir $@)
 	$(CC) $(STD) $(CFLAGS) $(ARCH) $(WARN) $(CPPFLAGS) -pthread bench/gemm-step.c -o $@ -lm
 

@@ -11,9 +11,10 @@
  * With --panels, W is stored column panel by column panel (NR columns each, row-major
  * within: the layout openmp --accum loop and model keep), and the forward and the update
  * run one product per panel: what serial would gain from that layout (docs/NOTES.md 50).
- * With --pad F, W's rows lie out + F floats apart instead of out: with F = 16 a row of 256
- * floats is 17 cache lines long, not 16, so a column panel's rows no longer fall in the
- * same few cache sets (docs/NOTES.md 51).
+ * Row-major W's rows lie w_ld(out) floats apart, as in the trainers (common/maths.h: 16
+ * floats more when out is a multiple of 32, so that a column panel's rows do not fall in
+ * the same few cache sets, docs/NOTES.md 51); with --pad F, out + F apart (--pad 0: the
+ * unpadded rows the trainers had before).
  * Each product runs REPS times per timing; the best timing over the rounds is kept (the
  * VM's slow stretches only lengthen timings). Prints one line per product (microseconds,
  * GFLOP/s counted as 2 FLOP per multiply-add) and the step's total. One thread: pin it
@@ -29,9 +30,13 @@
 
 #include "cpu_pair.h"   /* now(), parse_long() */
 #include "gemm.h"
+#include "maths.h"      /* w_ld(): the trainers' row stride of W */
 
 enum { N_PRODUCTS = 8 };
 static const char *const NAMES[N_PRODUCTS] = { "fwd1", "fwd2", "fwd3", "bwd3", "bwd2", "upd3", "upd2", "upd1" };
+
+/* the floats between two rows of a row-major W with out columns */
+static long row_ld(int out, long pad) { return pad < 0 ? w_ld(out) : out + pad; }
 
 static float *filled(long n) {
     float *p = aligned_alloc(64, (size_t)((n * (long)sizeof(float) + 63) / 64 * 64));
@@ -43,14 +48,14 @@ static float *filled(long n) {
 int main(int argc, char **argv) {
     long batch = 64, inputs = 784, rounds = 15;
     int panels = 0;
-    long pad = 0;
+    long pad = -1;   /* -1: w_ld(out), the trainers' */
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--panels")) { panels = 1; continue; }
         long *to = !strcmp(argv[i], "--batch") ? &batch : !strcmp(argv[i], "--inputs") ? &inputs
                  : !strcmp(argv[i], "--rounds") ? &rounds : !strcmp(argv[i], "--pad") ? &pad : NULL;
         if (!strcmp(argv[i], "--help")) {
             printf("usage: gemm-step [--batch B (1..65536, 64)] [--inputs I (1..1048576, 784)] [--rounds R (1..1000, 15)]"
-                   " [--panels | --pad F (0..64 floats, 0)]\n");
+                   " [--panels | --pad F (0..64 floats; default: as the trainers, common/maths.h w_ld)]\n");
             return 0;
         }
         if (!to) { fprintf(stderr, "gemm-step: unexpected argument '%s' (--help)\n", argv[i]); return 2; }
@@ -61,11 +66,11 @@ int main(int argc, char **argv) {
         }
         i++;
     }
-    if (panels && pad) { fprintf(stderr, "gemm-step: --pad is for row-major W, not with --panels\n"); return 2; }
+    if (panels && pad >= 0) { fprintf(stderr, "gemm-step: --pad is for row-major W, not with --panels\n"); return 2; }
     int B = (int)batch, size[4] = { (int)inputs, 256, 128, 10 };
     float *x = filled((long)B * size[0]), *W[4], *WT[4], *bias[4], *act[4], *dz[4];
     for (int l = 1; l <= 3; l++) {
-        W[l] = filled((long)size[l - 1] * (size[l] + pad));
+        W[l] = filled((long)size[l - 1] * row_ld(size[l], pad));
         WT[l] = filled((long)size[l - 1] * size[l]);
         bias[l] = filled(size[l]);
         act[l] = filled((long)B * size[l]);
@@ -87,7 +92,7 @@ int main(int argc, char **argv) {
                     int l = p + 1;
                     e.bias = bias[l];
                     e.act = l < 3 ? ACT_RELU : ACT_NONE;
-                    if (!panels) matmul(B, size[l], size[l - 1], act[l - 1], size[l - 1], 1, W[l], size[l] + pad, act[l], size[l], &e);
+                    if (!panels) matmul(B, size[l], size[l - 1], act[l - 1], size[l - 1], 1, W[l], row_ld(size[l], pad), act[l], size[l], &e);
                     else
                         for (int j = 0; j < size[l]; j += NR) {   /* the panel at column j: K x wd floats */
                             int wd = size[l] - j < NR ? size[l] - j : NR;
@@ -107,7 +112,7 @@ int main(int argc, char **argv) {
                     int l = 8 - p;
                     e.alpha = -1e-6f;
                     e.accumulate = 1;
-                    if (!panels) matmul(size[l - 1], size[l], B, act[l - 1], 1, size[l - 1], dz[l], size[l], W[l], size[l] + pad, &e);
+                    if (!panels) matmul(size[l - 1], size[l], B, act[l - 1], 1, size[l - 1], dz[l], size[l], W[l], row_ld(size[l], pad), &e);
                     else
                         for (int j = 0; j < size[l]; j += NR) {
                             int wd = size[l] - j < NR ? size[l] - j : NR;
@@ -121,7 +126,8 @@ int main(int argc, char **argv) {
             if (t < best[p]) best[p] = t;
         }
     printf("gemm-step: kernel path %s (MR %d, NR %d, KC %d), batch %d, inputs %d, hidden 256,128, W %s (rows padded by %ld floats),"
-           " best of %ld rounds x %d\n", GEMM_PATH, MR, NR, KC, B, size[0], panels ? "by column panels" : "row-major", pad, rounds, reps);
+           " best of %ld rounds x %d\n", GEMM_PATH, MR, NR, KC, B, size[0], panels ? "by column panels" : "row-major",
+           panels ? 0 : row_ld(256, pad) - 256, rounds, reps);
     double total = 0, total_flops = 0;
     for (int p = 0; p < N_PRODUCTS; p++) {
         printf("%-5s %10.2f us %7.1f GFLOP/s\n", NAMES[p], best[p] * 1e6, flops[p] / best[p] / 1e9);

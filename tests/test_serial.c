@@ -165,7 +165,16 @@ static void test_prng_golden(void) {
     float a = (float)sqrt(6.0 / 138), mx = 0;
     for (int i = 0; i < 1280; i++) if (fabsf(w[i]) > mx) mx = fabsf(w[i]);
     CHECK("Xavier init of the output layer within +-sqrt(6/(in+out))", mx <= a && mx > 0.9f * a, "max |w| %g, bound %g", mx, a);
-    free(w);
+    /* rows w_ld(256) = 272 floats apart: the same values row by row, the padding untouched */
+    float *wp = malloc(sizeof(float) * 784 * 272);
+    for (long i = 0; i < 784L * 272; i++) wp[i] = -7.0f;
+    prng_init_dense(w, 784, 256, 1, 0, 42);
+    prng_init_dense_ld(wp, w_ld(256), 784, 256, 1, 0, 42);
+    int init_same = w_ld(256) == 272;
+    for (int r = 0; r < 784; r++)
+        for (int c = 0; c < 272; c++) init_same &= c < 256 ? wp[r * 272 + c] == w[r * 256 + c] : wp[r * 272 + c] == -7.0f;
+    CHECK("init with padded rows (w_ld(256) = 272): the same values, the padding left alone", init_same, "values or padding differ");
+    free(w); free(wp);
 }
 
 int main(void) {
