@@ -315,7 +315,8 @@ matmul(int M, int N, int K, const float *A, long a_row, long a_col,
 
 /* dst[j * ld + i] = src[i * lds + j] (transpose_ld: src's rows lds floats apart, a padded
  * W's; transpose: cols apart): the transpose of a block of rows of src lands in the same
- * block of columns of dst (ld = rows of the whole matrix; ld = rows transposes all of src). In 16 x 16 blocks so that both the reads and the strided writes stay
+ * block of columns of dst (ld = rows of the whole matrix; ld = rows transposes all of
+ * src). In 16 x 16 blocks so that both the reads and the strided writes stay
  * within a few cache lines (a plain loop spends more time here than the backward
  * product it prepares). */
 static inline void transpose_ld(const float *restrict src, long lds, int rows, int cols, float *restrict dst, long ld) {

@@ -61,6 +61,7 @@
 
 #define PROGRAM "hybrid"
 #include "mpi_util.h"   /* rank, nranks, mpi_check(), agree_or_die(), shard(), ... */
+#include "mpi_run.h"    /* dump_params(): --dump-params without W's row padding */
 #include "watchdog.h"   /* --timeout-step: the stuck-rank watchdog */
 #define MAX_LAYERS (OPT_MAX_HIDDEN + 1)
 #define EVAL_BATCH 512          /* rows per forward pass when evaluating */
@@ -446,21 +447,6 @@ static long evaluate(const mlp *m, work *ws, thread_stats *st, int T, const data
     return correct;
 }
 
-/* --dump-params: W1 b1 W2 b2 ... as raw float32, without the alignment padding (W's rows
- * w_ld(out) floats apart in memory, out in the file) */
-static int dump_params(const mlp *m, const char *path, char *err, size_t errlen) {
-    FILE *f = fopen(path, "wb");
-    if (!f) { snprintf(err, errlen, "--dump-params %s: cannot create the file", path); return -1; }
-    int ok = 1;
-    for (int l = 1; l <= m->n_layers; l++) {
-        size_t nb = (size_t)m->size[l];
-        for (int r = 0; r < m->size[l - 1]; r++) ok &= fwrite(m->W[l] + (long)r * w_ld(m->size[l]), sizeof(float), nb, f) == nb;
-        ok &= fwrite(m->b[l], sizeof(float), nb, f) == nb;
-    }
-    if (fclose(f) || !ok) { snprintf(err, errlen, "--dump-params %s: write failed", path); return -1; }
-    return 0;
-}
-
 // ----------------------------------------------------------------------------
 // main
 
@@ -680,7 +666,7 @@ int main(int argc, char **argv) {
             dataset_free(&first);
             free(pred);
         }
-        if (ho.dump_params && dump_params(&m, ho.dump_params, err, sizeof err)) status = 1;
+        if (ho.dump_params && dump_params(m.n_layers, m.size, m.W, m.b, ho.dump_params, err, sizeof err)) status = 1;
         else {
             char extra[128];
             snprintf(extra, sizeof extra, "comm %.3f s (%.0f%%) | barriers %.3f s (all threads) | replicas identical",

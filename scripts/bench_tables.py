@@ -284,12 +284,12 @@ def cmd_mpi(a):
             best[batch] = b
     if pmax == 2:
         print()
-    for batch, variant, target in MPI_TARGETS if pmax == 2 else ():
-        rows = [r for r in best.get(batch, []) if variant is None or r[1] == variant]
-        if rows:
-            sp, name, _ = max(rows)
-            print(f"target: {variant or 'best variant'} at P = 2, batch {batch} >= {target:.2f}x serial: {name} "
-                  f"{sp:.2f}x -> {'MET' if sp >= target else 'NOT MET'}")
+        for batch, variant, target in MPI_TARGETS:
+            rows = [r for r in best.get(batch, []) if variant is None or r[1] == variant]
+            if rows:
+                sp, name, _ = max(rows)
+                print(f"target: {variant or 'best variant'} at P = 2, batch {batch} >= {target:.2f}x serial: {name} "
+                      f"{sp:.2f}x -> {'MET' if sp >= target else 'NOT MET'}")
     if a.cores_log:
         workers = max((k[3] for k in groups if k[1] == "openmp"), default=a.cores)
         bounds = []
