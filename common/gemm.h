@@ -118,6 +118,7 @@ static inline void pack_panels(float *restrict dst, const float *restrict B, lon
  * so that C streams through the cache whole rows at a time. Each element is one sum over K in
  * the same order whatever the tile order: the order changes no bit. One K block of the
  * product: every tile, its sums started from P (NULL: from zero). */
+enum { PACK_AHEAD = 32 };   /* two cache lines: two to three row blocks ahead */
 static inline __attribute__((always_inline)) void
 matmul_block(const int kind, int M, int N, int K, const float *A, long a_row, long a_col,
              const float *B, long ldb, float *C, long ldc, const epilogue *e, const float *P, long ldp) {
@@ -128,7 +129,9 @@ matmul_block(const int kind, int M, int N, int K, const float *A, long a_row, lo
      * A in at most 4 of the L1's 64 sets, where they evict each other before the next
      * column tile reads them again. Such an A is copied per row block to
      * packed[i + k * MR + r], its K x MR elements consecutive, and read from there by every
-     * column tile of the block. A copied float is the same float: no bit changes. */
+     * column tile of the block. A copied float is the same float: no bit changes. The
+     * copy reads K lines, one per row of act, that no hardware prefetcher follows (K
+     * streams at once): while it copies, the lines PACK_AHEAD floats on are asked for. */
     float *packed = rows_outside && a_row == 1 && N > NR && a_col % 256 == 0
                     ? scratch(SCRATCH_PACK_A, (size_t)M + (size_t)K * MR) : NULL;
     /* B's panels likewise (pack_panels: panel p at panels + p * K * NR), each tile then
@@ -156,8 +159,10 @@ matmul_block(const int kind, int M, int N, int K, const float *A, long a_row, lo
                     for (int c = 0; c < N; c += 16) __builtin_prefetch(C + (long)r * ldc + c, 1, 2);
             if (packed) {
                 if (j == 0)
-                    for (int k = 0, mr = M - i < MR ? M - i : MR; k < K; k++)
+                    for (int k = 0, mr = M - i < MR ? M - i : MR; k < K; k++) {
+                        if (i + PACK_AHEAD < M) __builtin_prefetch(A + (long)(i + PACK_AHEAD) + (long)k * a_col, 0, 2);
                         for (int r = 0; r < mr; r++) packed[i + k * MR + r] = A[(long)(i + r) + (long)k * a_col];
+                    }
                 At = packed, at_row = 1, at_col = MR;
             }
         }
