@@ -43,9 +43,10 @@ check "serial-peak: the foreign CSV untouched" "" [ "$(cat "$TMP/foreign.csv")" 
 if { grep -qw avx512f /proc/cpuinfo || { grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; }; } && [ -d data/mnist ]; then
   out=$(timeout 300 bench/serial-peak.sh --rounds 1 --epochs 2 --train-112 128 --data data/mnist --csv "$TMP/peak.csv" 2>&1); rc=$?
   frac=$(sed -n 's/^serial-peak: median over 1 rounds: batch 64 \([0-9.]*\) % of the peak.*/\1/p' <<<"$out")
-  check "serial-peak: one round (exit 0, 3 runs in the CSV, batch 64 at ${frac:-?} % of the peak: between 1 and 150)" \
-    "exit $rc: $(tail -n 3 <<<"$out")" eval '[ $rc = 0 ] && [ "$(wc -l <"$TMP/peak.csv")" = 4 ] &&
-      awk -v f="$frac" "BEGIN { exit !(f != \"\" && f + 0 >= 1 && f + 0 <= 150) }"'
+  kfrac=$(sed -n 's/^serial-peak: the products alone (bench\/gemm-step): batch 64 \([0-9.]*\) % of the peak.*/\1/p' <<<"$out")
+  check "serial-peak: one round (exit 0, 5 runs in the CSV, batch 64 at ${frac:-?} % of the peak and its products alone at ${kfrac:-?} %: between 1 and 150)" \
+    "exit $rc: $(tail -n 3 <<<"$out")" eval '[ $rc = 0 ] && [ "$(wc -l <"$TMP/peak.csv")" = 6 ] &&
+      awk -v f="$frac" -v k="$kfrac" "BEGIN { exit !(f != \"\" && f + 0 >= 1 && f + 0 <= 150 && k != \"\" && k + 0 >= 1 && k + 0 <= 150) }"'
 else skip "serial-peak: one round" "neither AVX-512 nor AVX2 + FMA (bench/fma-peak.c needs one) or data/mnist missing (make data)"; fi
 # bench/ab-speed.sh (issue 32): bad input, then one small pair against HEAD at image size 14
 one_line_exit2 "ab-speed --trainers bogus refused" "unknown trainer 'bogus'" bench/ab-speed.sh --trainers bogus --csv "$TMP/a-bad.csv"
