@@ -151,12 +151,14 @@ matmul_block(const int kind, int M, int N, int K, const float *A, long a_row, lo
         long at_row = a_row, at_col = a_col, bt_ld = ldb;
         if (rows_outside) {
             /* By rows, C is large (layer 1's weights or their gradient at a large image:
-             * every element written once, and for the update read once, per step): the next
-             * row block of C is asked for a block early, for writing. The tile touches C only
-             * in its epilogue, after the sums, too late for the out-of-order core to fetch it. */
-            if (j == 0 && i + MR < M)
-                for (int r = i + MR; r < i + 2 * MR && r < M; r++)
-                    for (int c = 0; c < N; c += 16) __builtin_prefetch(C + (long)r * ldc + c, 1, 2);
+             * every element written once, and for the update read once, per step): each
+             * tile asks for its own columns of the row block two ahead, for writing. The
+             * tile touches C only in its epilogue, after the sums, too late for the
+             * out-of-order core to fetch it. Asked for all at once (a row block: about a
+             * hundred lines), the misses queued behind each other (docs/NOTES.md 52). */
+            if (i + 2 * MR < M)
+                for (int r = i + 2 * MR; r < i + 3 * MR && r < M; r++)
+                    for (int c = j; c < j + NR && c < N; c += 16) __builtin_prefetch(C + (long)r * ldc + c, 1, 2);
             if (packed) {
                 if (j == 0)
                     for (int k = 0, mr = M - i < MR ? M - i : MR; k < K; k++) {
