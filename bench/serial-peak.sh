@@ -18,8 +18,9 @@
 # gemm-step at 12,544 inputs and serial --batch 64 --image-size 112 on --train-112
 # samples. A serial run's gflops column is the MLP's multiply-add FLOPs per sample
 # (forward, backward, update) times the samples, over its median epoch: everything an
-# epoch does (the batch's gather, the softmax, the update) is in its time. Needs AVX-512 or AVX2 + FMA (bench/fma-peak.c measures the widest
-# FMA the build targets, the width common/gemm.h's kernel uses); without: exit 1, the reason.
+# epoch does (the batch's gather, the softmax, the update) is in its time. Needs AVX-512
+# or AVX2 + FMA (bench/fma-peak.c measures the widest FMA the build targets, the width
+# common/gemm.h's kernel uses); without: exit 1, the reason.
 # Output: the CPU model and family, one line per run, then a table "round | FMA peak |
 # b64 GFLOP/s | fraction | products alone | 112 GFLOP/s | fraction | products alone" and
 # the median fractions; every run in --csv FILE: round,what,gflops,other_load_cores,disturbed
