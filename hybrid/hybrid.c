@@ -139,11 +139,13 @@ static void parse_options(hybrid_options *o, int argc, char **argv) {
 
 // ----------------------------------------------------------------------------
 // model: one contiguous parameter buffer with per-layer views, and the rank's gradient
-// laid out exactly like it (so one MPI call covers every layer)
+// in one buffer too (so one MPI call covers every layer)
 //
 // Layer l (1..L) maps size[l-1] inputs to size[l] outputs: W[l] is size[l-1] x size[l]
 // row-major, its rows w_ld(size[l]) floats apart (common/maths.h), so the forward product
-// is act[l-1] . W[l]; b[l] has size[l] entries. The gradients have the same layout.
+// is act[l-1] . W[l]; b[l] has size[l] entries. The gradients have the same order without
+// W's row padding (as mpi's: the bytes between ranks are the model's, no more): layer l's
+// weight gradient at gw_off[l], its rows size[l] floats apart, its bias gradient at gb_off[l].
 // The activations and the thread's own gradient live in one `work` per thread, sized for
 // that thread's slice of the rank's part of a batch.
 
@@ -156,6 +158,8 @@ typedef struct {
     float *params;                /* all W and b, layer by layer: W1 b1 W2 b2 ... */
     float *W[MAX_LAYERS + 1], *b[MAX_LAYERS + 1];
     float *wt[MAX_LAYERS + 1];    /* W[l]^T (l >= 2), kept current by whoever updates W[l] */
+    long grad_alloc;              /* floats in a gradient: params' layout without the row padding */
+    long gw_off[MAX_LAYERS + 1], gb_off[MAX_LAYERS + 1];   /* layer l's views in a gradient */
     float *grad;                  /* the rank's gradient (sum over its threads, then over ranks) */
 } mlp;
 
@@ -163,7 +167,7 @@ typedef struct {
     int max_rows;
     float *act[MAX_LAYERS + 1];   /* act[0] = input rows, act[L] = logits, then dZ of the output */
     float *delta[MAX_LAYERS + 1]; /* dL/dZ of hidden layer l */
-    float *grad;                  /* this thread's gradient, laid out like params */
+    float *grad;                  /* this thread's gradient, laid out like the rank's */
     unsigned char *y;             /* labels of the rows in act[0] */
 } work;
 
@@ -173,10 +177,6 @@ typedef struct {
     long correct;                 /* correct predictions among them (training or test) */
     double barrier;               /* seconds waiting at barriers, this epoch */
 } thread_stats;
-
-/* offset of W[l] (and b[l]) in the parameter layout */
-static long w_offset(const mlp *m, int l) { return m->W[l] - m->params; }
-static long b_offset(const mlp *m, int l) { return m->b[l] - m->params; }
 
 static int mlp_init(mlp *m, int inputs, const train_options *o) {
     memset(m, 0, sizeof *m);
@@ -188,9 +188,12 @@ static int mlp_init(mlp *m, int inputs, const train_options *o) {
     for (int l = 1; l <= m->n_layers; l++) {
         m->n_params += (long)m->size[l - 1] * m->size[l] + m->size[l];
         m->params_alloc += PAD16((long)m->size[l - 1] * w_ld(m->size[l])) + PAD16(m->size[l]);
+        m->gw_off[l] = m->grad_alloc;
+        m->gb_off[l] = m->grad_alloc += PAD16((long)m->size[l - 1] * m->size[l]);
+        m->grad_alloc += PAD16(m->size[l]);
     }
     m->params = zeroed_floats(m->params_alloc);   /* padding stays zero */
-    m->grad = zeroed_floats(m->params_alloc);
+    m->grad = zeroed_floats(m->grad_alloc);
     if (!m->params || !m->grad) return -1;
     float *p = m->params;
     for (int l = 1; l <= m->n_layers; l++) {
@@ -216,7 +219,7 @@ static int work_init(work *w, const mlp *m, int max_rows) {
     }
     w->y = malloc((size_t)max_rows);
     if (!w->y) return -1;
-    if (!(w->grad = zeroed_floats(m->params_alloc))) return -1;   /* padding stays zero */
+    if (!(w->grad = zeroed_floats(m->grad_alloc))) return -1;   /* padding stays zero */
     return 0;
 }
 
@@ -275,9 +278,9 @@ static void dense_backward(const mlp *m, work *w, int l, const float *dz, int ro
         matmul(rows, in, out, dz, out, 1, m->wt[l], in, w->delta[l - 1], in, &e);
     }
     /* gW = act[l-1]^T . dz */
-    matmul(in, out, rows, w->act[l - 1], 1, in, dz, out, w->grad + w_offset(m, l), w_ld(out), &EPI_SHARED_SUMS);
+    matmul(in, out, rows, w->act[l - 1], 1, in, dz, out, w->grad + m->gw_off[l], out, &EPI_SHARED_SUMS);
     /* gb = column sums of dz */
-    float *restrict db = w->grad + b_offset(m, l);
+    float *restrict db = w->grad + m->gb_off[l];
     for (int j = 0; j < out; j++) db[j] = 0.0f;
     for (int i = 0; i < rows; i++) {
         const float *restrict d = dz + (long)i * out;
@@ -297,34 +300,29 @@ static hier_comms hier;          /* hierarchical: the node and leader communicat
 #define COMM(fn, args) do { double t_ = timer_now(); TRACE(trace_mpi_cat(#fn), #fn) mpi_check(fn args, #fn); \
                             comm_seconds += timer_now() - t_; } while (0)
 
-/* thread t's slices of the parameter layout: rows [i0, i1) of every W (columns of every
- * b), rounded to 16 floats so two threads never write the same cache line */
-typedef struct { long w0[MAX_LAYERS + 1], w1[MAX_LAYERS + 1], b0[MAX_LAYERS + 1], b1[MAX_LAYERS + 1], i0[MAX_LAYERS + 1], i1[MAX_LAYERS + 1]; } slices;
+/* thread t's slices: rows [i0, i1) of every W and columns [j0, j1) of every b, in 16s so
+ * that two threads never write the same cache line (of the parameters or a gradient) */
+typedef struct { long i0[MAX_LAYERS + 1], i1[MAX_LAYERS + 1], j0[MAX_LAYERS + 1], j1[MAX_LAYERS + 1]; } slices;
 
 static void my_slices(const mlp *m, int t, int T, slices *s) {
     for (int l = 1; l <= m->n_layers; l++) {
-        int in = m->size[l - 1], out = m->size[l];
-        long j0, j1;
-        split_units(in, t, T, 16, &s->i0[l], &s->i1[l]);
-        split_units(out, t, T, 16, &j0, &j1);
-        s->w0[l] = w_offset(m, l) + s->i0[l] * w_ld(out);
-        s->w1[l] = w_offset(m, l) + s->i1[l] * w_ld(out);
-        s->b0[l] = b_offset(m, l) + j0;
-        s->b1[l] = b_offset(m, l) + j1;
+        split_units(m->size[l - 1], t, T, 16, &s->i0[l], &s->i1[l]);
+        split_units(m->size[l], t, T, 16, &s->j0[l], &s->j1[l]);
     }
 }
 
 /* level 1, by every thread: its slices of the rank gradient = sum over the threads */
 static void reduce_threads(mlp *m, float *const *g, int ng, const slices *s) {
     for (int l = 1; l <= m->n_layers; l++) {
-        sum_in_order(m->grad, g, ng, s->w0[l], s->w1[l]);
-        sum_in_order(m->grad, g, ng, s->b0[l], s->b1[l]);
+        long out = m->size[l];
+        sum_in_order(m->grad, g, ng, m->gw_off[l] + s->i0[l] * out, m->gw_off[l] + s->i1[l] * out);
+        sum_in_order(m->grad, g, ng, m->gb_off[l] + s->j0[l], m->gb_off[l] + s->j1[l]);
     }
 }
 
 /* level 2, master thread only (between barriers): the rank gradients over the ranks */
 static void exchange_gradients(mlp *m) {
-    int n = (int)m->params_alloc;
+    int n = (int)m->grad_alloc;
     if (sync_mode == SYNC_ALLREDUCE)
         COMM(MPI_Allreduce, (MPI_IN_PLACE, m->grad, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
     else if (sync_mode == SYNC_HIERARCHICAL)
@@ -342,11 +340,16 @@ static void broadcast_params(mlp *m) {
 // update: serial's formula on the thread's slices, W = fmaf(-lr/B, g, W), B global
 
 static void update_slices(mlp *m, float scale, const slices *s) {
-    float *restrict p = m->params;
-    const float *restrict g = m->grad;
     for (int l = 1; l <= m->n_layers; l++) {
-        for (long i = s->w0[l]; i < s->w1[l]; i++) p[i] = fmaf(scale, g[i], p[i]);
-        for (long i = s->b0[l]; i < s->b1[l]; i++) p[i] = fmaf(scale, g[i], p[i]);
+        int out = m->size[l];
+        for (long r = s->i0[l]; r < s->i1[l]; r++) {
+            float *restrict p = m->W[l] + r * w_ld(out);
+            const float *restrict g = m->grad + m->gw_off[l] + r * out;
+            for (int j = 0; j < out; j++) p[j] = fmaf(scale, g[j], p[j]);
+        }
+        float *restrict b = m->b[l];
+        const float *restrict gb = m->grad + m->gb_off[l];
+        for (long j = s->j0[l]; j < s->j1[l]; j++) b[j] = fmaf(scale, gb[j], b[j]);
     }
 }
 
