@@ -111,6 +111,10 @@ static inline void pack_panels(float *restrict dst, const float *restrict B, lon
     }
 }
 
+/* How far ahead (floats) the copy of a transposed A asks for its lines: two cache lines,
+ * two to three row blocks (matmul_block) */
+enum { PACK_AHEAD = 32 };
+
 /* Tile order: column panels of C outside, row blocks inside. One NR-column panel of B
  * (layer 1's W: 784 x 64 floats, 200 KB) then stays in L2 while every row block of A
  * streams past it. Except when all of B is small (at most 64 K floats: it stays in L2 in
@@ -118,7 +122,6 @@ static inline void pack_panels(float *restrict dst, const float *restrict B, lon
  * so that C streams through the cache whole rows at a time. Each element is one sum over K in
  * the same order whatever the tile order: the order changes no bit. One K block of the
  * product: every tile, its sums started from P (NULL: from zero). */
-enum { PACK_AHEAD = 32 };   /* two cache lines: two to three row blocks ahead */
 static inline __attribute__((always_inline)) void
 matmul_block(const int kind, int M, int N, int K, const float *A, long a_row, long a_col,
              const float *B, long ldb, float *C, long ldc, const epilogue *e, const float *P, long ldp) {

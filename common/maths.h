@@ -108,6 +108,17 @@ static inline double dense_flops_per_sample(const int *size, int L) {
     return f;
 }
 
+/* Serial's update W = fmaf(scale, g, W) on rows [r0, r1) of a layer's W (out columns, rows
+ * w_ld(out) floats apart) from a gradient without the padding (rows out floats apart): the
+ * layout mpi and hybrid send between ranks, so that only the model's floats travel. */
+static inline void sgd_update_rows(float *W, const float *g, int out, long r0, long r1, float scale) {
+    for (long r = r0; r < r1; r++) {
+        float *restrict w = W + r * w_ld(out);
+        const float *restrict gr = g + r * out;
+        for (int j = 0; j < out; j++) w[j] = fmaf(scale, gr[j], w[j]);
+    }
+}
+
 /* W[p] = fmaf(scale, g_0[p] + g_1[p] + ... + g_{ng-1}[p], W[p]) for p in [lo, hi):
  * the sum always in the order of g[], chunk by chunk in a buffer that stays in L1, so
  * whoever computes a slice gets the same bits (openmp --accum reduction's threads,

@@ -341,12 +341,7 @@ static void broadcast_params(mlp *m) {
 
 static void update_slices(mlp *m, float scale, const slices *s) {
     for (int l = 1; l <= m->n_layers; l++) {
-        int out = m->size[l];
-        for (long r = s->i0[l]; r < s->i1[l]; r++) {
-            float *restrict p = m->W[l] + r * w_ld(out);
-            const float *restrict g = m->grad + m->gw_off[l] + r * out;
-            for (int j = 0; j < out; j++) p[j] = fmaf(scale, g[j], p[j]);
-        }
+        sgd_update_rows(m->W[l], m->grad + m->gw_off[l], m->size[l], s->i0[l], s->i1[l], scale);
         float *restrict b = m->b[l];
         const float *restrict gb = m->grad + m->gb_off[l];
         for (long j = s->j0[l]; j < s->j1[l]; j++) b[j] = fmaf(scale, gb[j], b[j]);

@@ -289,12 +289,8 @@ static void comm_progress(void) {
 
 static void sgd_update(mlp *m, float scale) {
     TRACE(TRACE_UPDATE, "update") for (int l = 1; l <= m->n_layers; l++) {
-        int in = m->size[l - 1], out = m->size[l];
-        for (int r = 0; r < in; r++) {
-            float *restrict w = m->W[l] + (long)r * w_ld(out);
-            const float *restrict g = m->gW[l] + (long)r * out;
-            for (int j = 0; j < out; j++) w[j] = fmaf(scale, g[j], w[j]);
-        }
+        int out = m->size[l];
+        sgd_update_rows(m->W[l], m->gW[l], out, 0, m->size[l - 1], scale);
         for (int j = 0; j < out; j++) m->b[l][j] = fmaf(scale, m->gb[l][j], m->b[l][j]);
     }
 }
