@@ -65,11 +65,24 @@ static inline void shard(long n, int k, int parts, long *lo, long *count) {
     *count = base + (k < rem ? 1 : 0);
 }
 
+/* A row of at most SMALL_ROW_BYTES (a 28 x 28 image's 784 pixel bytes) is a few cache lines
+ * at a random place: too short a stream for the hardware prefetcher to catch, so the
+ * gather asks for its lines itself. Larger rows (resampled floats, 12 KB and up) are
+ * streams it does follow: asking for their thousands of lines stalls the core more than
+ * it saves (docs/NOTES.md 53). */
+enum { SMALL_ROW_BYTES = 4096, GATHER_AHEAD = 2 };
+
 /* rows samples of d as floats into x (rows x features): sample idx[r], or first + r when
- * idx is NULL. Bytes are converted (pixel_floats), resampled floats copied. */
+ * idx is NULL. Bytes are converted (pixel_floats), resampled floats copied. A shuffled
+ * batch's small rows were asked for a step early (prefetch_batch), but the step's own
+ * traffic has pushed them out of L2 since: each is asked into L1 again GATHER_AHEAD rows
+ * before its turn. */
 static inline void dataset_rows(const dataset *d, const uint32_t *idx, long first, int rows, float *x) {
-    size_t features = (size_t)d->features;
+    size_t features = (size_t)d->features, bytes = (d->pixels ? 1 : sizeof(float)) * features;
+    const char *base = d->pixels ? (const char *)d->pixels : (const char *)d->x;
     for (int r = 0; r < rows; r++) {
+        if (idx && bytes <= SMALL_ROW_BYTES && r + GATHER_AHEAD < rows)
+            for (size_t b = 0; b < bytes; b += 64) __builtin_prefetch(base + (size_t)idx[r + GATHER_AHEAD] * bytes + b, 0, 3);
         size_t s = idx ? idx[r] : (size_t)(first + r);
         if (d->pixels) pixel_floats(d->pixels + s * features, (long)features, x + (size_t)r * features);
         else memcpy(x + (size_t)r * features, d->x + s * features, sizeof(float) * features);
@@ -83,15 +96,16 @@ static inline void gather_batch(const dataset *d, const uint32_t *idx, int rows,
 }
 
 /* Asks for the rows that gather_batch() will copy next, a step early: the samples are
- * scattered over the whole training set, so each row is a trip to DRAM that the
- * hardware cannot foresee; issued before a step's compute, the trips overlap it.
+ * scattered over the whole training set, so each small row is a trip to DRAM that the
+ * hardware cannot foresee; issued before a step's compute, the trips overlap it. Large
+ * rows are left to the hardware (SMALL_ROW_BYTES).
  * The empty volatile asm keeps the call: GCC counts a prefetch as no side effect, finds
  * the whole function pure and deletes the call at -O1 and above (tests/test_headers.sh
  * checks the builds for prefetch instructions). */
 static inline void prefetch_batch(const dataset *d, const uint32_t *idx, int rows) {
     size_t bytes = (d->pixels ? 1 : sizeof(float)) * (size_t)d->features;
     const char *base = d->pixels ? (const char *)d->pixels : (const char *)d->x;
-    for (int r = 0; r < rows; r++) {
+    for (int r = 0; bytes <= SMALL_ROW_BYTES && r < rows; r++) {
         const char *row = base + (size_t)idx[r] * bytes;
         for (size_t b = 0; b < bytes; b += 64) __builtin_prefetch(row + b, 0, 2);
     }
