@@ -14,7 +14,8 @@
  * Communicated: within a node nothing is copied through MPI and no gradient crosses
  * between cores: each rank reads the others' activations and deltas and the P-1 slices
  * of the parameters they updated. Across nodes the slices are summed into a node sum
- * buffer in the window and the node leaders MPI_Allreduce it (the hierarchical scheme:
+ * buffer in the window (the model's floats, without W's row padding) and the node
+ * leaders MPI_Allreduce it (the hierarchical scheme:
  * it works for nodes of unequal size, e.g. 3 + 1, where a per-slice allreduce among
  * same-local-rank ranks would need the same slicing on every node) before the update:
  * 4 node barriers a step. One node: P ranks give serial's parameters bit for bit (the
@@ -263,7 +264,10 @@ static struct {
     int *world;          /* node rank k's world rank */
     int *active, *rows;  /* scratch: the node ranks that had rows this step, and how many */
     const float **a, **d;   /* scratch: their act[l-1] and dZ of layer l */
-    float *sum;          /* nodes > 1: the node's summed gradient, in the leader's segment */
+    float *sum;          /* nodes > 1: the node's summed gradient, in the leader's segment, without W's
+                          * row padding (only the model's floats cross nodes): layer l's weight
+                          * gradient at sum_w[l], rows size[l] floats apart, its bias at sum_b[l] */
+    long sum_alloc, sum_w[MAX_LAYERS + 1], sum_b[MAX_LAYERS + 1];
     float *tile;         /* a block of rows of one layer's gradient sum, summed over ranks */
 } shm;
 
@@ -306,8 +310,14 @@ static void shm_init(const mlp *m, float **params, float **work) {
     }
     long n = m->params_alloc, nw = work_floats(m), P = hier.node_size, L = m->n_layers;
     int leader = hier.node_rank == 0;
+    shm.sum_alloc = 0;
+    for (int l = 1; hier.nodes > 1 && l <= L; l++) {   /* each view on 16 floats, as params' */
+        shm.sum_w[l] = shm.sum_alloc;
+        shm.sum_b[l] = shm.sum_alloc += PAD16((long)m->size[l - 1] * m->size[l]);
+        shm.sum_alloc += PAD16(m->size[l]);
+    }
     /* + 16 floats: room to start this rank's part on a cache line (window_aligned) */
-    long mine = nw + (leader ? n * (1 + (hier.nodes > 1)) : 0) + 16;
+    long mine = nw + (leader ? n + shm.sum_alloc : 0) + 16;
     MPI_Info info;
     float *base = NULL;
     mpi_check(MPI_Info_create(&info), "MPI_Info_create");
@@ -346,14 +356,14 @@ static void shm_init(const mlp *m, float **params, float **work) {
         float *p = NULL, *delta[MAX_LAYERS + 1];
         mpi_check(MPI_Win_shared_query(shm.win, k, &size, &disp, &p), "MPI_Win_shared_query");
         p = window_aligned(p);
-        if (k == 0) { lead = p; p += n * (1 + (hier.nodes > 1)); }
+        if (k == 0) { lead = p; p += n + shm.sum_alloc; }
         if (k == hier.node_rank) *work = p;
         work_views(m, p, shm.act + k * (L + 1), delta);
         for (int l = 1; l <= L; l++) shm.dz[k * (L + 1) + l] = l == L ? shm.act[k * (L + 1) + L] : delta[l];
     }
     shm.sum = hier.nodes > 1 ? lead + n : NULL;
     *params = lead;
-    if (leader && shm.sum) memset(shm.sum, 0, sizeof(float) * (size_t)n);
+    if (leader && shm.sum) memset(shm.sum, 0, sizeof(float) * (size_t)shm.sum_alloc);
 }
 
 static void shm_free(void) {
@@ -412,25 +422,28 @@ static void exchange_and_update(mlp *m, float scale, int batch_rows) {
         }
         for (long r0 = i0; r0 < i1; r0 += block) {   /* gW[l], its rows r0.. */
             int rows = (int)(i1 - r0 < block ? i1 - r0 : block);
-            long at = w + r0 * w_ld(out);
-            slice_gradient_block(shm.sum ? shm.sum + at : m->params + at, w_ld(out), shm.sum ? &EPI_PLAIN : &update,
-                                 shm.tile, rows, out, r0, in, shm.a, shm.d, shm.rows, ng);
+            if (shm.sum)
+                slice_gradient_block(shm.sum + shm.sum_w[l] + r0 * out, out, &EPI_PLAIN, shm.tile, rows, out, r0, in,
+                                     shm.a, shm.d, shm.rows, ng);
+            else
+                slice_gradient_block(m->params + w + r0 * w_ld(out), w_ld(out), &update, shm.tile, rows, out, r0, in,
+                                     shm.a, shm.d, shm.rows, ng);
         }
         slice_bias_sums(shm.tile, j0, j1, out, shm.d, shm.rows, ng);   /* gb[l], its columns j0..j1 */
-        shm_finish(m->params + b + j0, shm.sum ? shm.sum + b + j0 : NULL, shm.tile, j1 - j0, scale);
+        shm_finish(m->params + b + j0, shm.sum ? shm.sum + shm.sum_b[l] + j0 : NULL, shm.tile, j1 - j0, scale);
     }
     if (shm.sum) {
         node_sync();                               /* the node sum is complete */
         if (hier.leaders != MPI_COMM_NULL)
-            COMM(MPI_Allreduce, (MPI_IN_PLACE, shm.sum, (int)m->params_alloc, MPI_FLOAT, MPI_SUM, hier.leaders));
+            COMM(MPI_Allreduce, (MPI_IN_PLACE, shm.sum, (int)shm.sum_alloc, MPI_FLOAT, MPI_SUM, hier.leaders));
         node_sync();                               /* every node's sum is in the node sum */
         for (int l = 1; l <= L; l++) TRACE(TRACE_UPDATE, "update") {
-            long i0, i1, j0, j1, w = m->W[l] - m->params, b = m->b[l] - m->params;
+            long i0, i1, j0, j1;
             split_units(m->size[l - 1], t, T, 16, &i0, &i1);
             split_units(m->size[l], t, T, 16, &j0, &j1);
-            float *one[1] = { shm.sum };
-            sum_update(m->params, one, 1, w + i0 * w_ld(m->size[l]), w + i1 * w_ld(m->size[l]), scale);
-            sum_update(m->params, one, 1, b + j0, b + j1, scale);
+            float *bias_sum[1] = { shm.sum + shm.sum_b[l] };
+            sgd_update_rows(m->W[l], shm.sum + shm.sum_w[l], m->size[l], i0, i1, scale);
+            sum_update(m->b[l], bias_sum, 1, j0, j1, scale);
         }
     }
     node_sync();                                   /* the parameters are updated before any forward,
@@ -530,8 +543,8 @@ int main(int argc, char **argv) {
                " %d ranks\n", m.n_params, o->data_dir, train_n, test_n, train.side, train.side, o->batch,
                o->batch / nranks, rank_rows, so.batch_per_rank ? ", --batch-per-rank" : "", o->lr,
                (unsigned long long)o->seed, nranks);
-        printf("shm: %d node%s, up to %d ranks each sharing one copy of the model%s%s\n", hier.nodes,
-               hier.nodes == 1 ? "" : "s", hier.max_node_size, hier.nodes > 1 ? ", node leaders allreduce the node sums" : "",
+        printf("shm: %d node%s, up to %d rank%s each sharing one copy of the model%s%s\n", hier.nodes,
+               hier.nodes == 1 ? "" : "s", hier.max_node_size, hier.max_node_size == 1 ? "" : "s", hier.nodes > 1 ? ", node leaders allreduce the node sums" : "",
                hier.pseudo ? " (pseudo-nodes: PARTRAIN_RANKS_PER_NODE)" : "");
         if (o->resume) printf("shm: resumed from %s after epoch %d\n", o->resume, ck.epochs_done);
         fflush(stdout);

@@ -261,15 +261,16 @@ if command -v pgrep >/dev/null; then kill_one_rank; else skip "a killed rank end
 
 # ---- the sanitizer builds (OpenMPI's own allocations are reported as leaks at exit, so
 # leak detection is off: ASAN_OPTIONS=detect_leaks=0)
-for cfg in "mpi|--sync overlap" "shm|--sync shm" "pipeline|--microbatches 3"; do
-  b=${cfg%%|*}
-  read -r -a extra <<<"${cfg#*|}"
+# (shm also across 2 pseudo-nodes, 2 + 1 ranks: the node sums and the leaders' allreduce)
+for cfg in "mpi||--sync overlap" "shm||--sync shm" "shm|2|--sync shm" "pipeline||--microbatches 3"; do
+  IFS='|' read -r b k opts <<<"$cfg"
+  read -r -a extra <<<"$opts"
   bin=$(sanitized mpi/$b)
   if [ ! -x $bin ]; then fail "$b sanitizer build" "$bin not built (make test builds it: make SANITIZE=1 mpi/$b)"; continue; fi
-  ASAN_OPTIONS=detect_leaks=0 run_mpi "$TMP/asan" $RUN 3 $bin --data $DATA --train 500 --test 101 --batch 49 \
-    --epochs 2 --predict 1 --csv none "${extra[@]}"
+  ASAN_OPTIONS=detect_leaks=0 run_mpi "$TMP/asan" env ${k:+PARTRAIN_RANKS_PER_NODE=$k} $RUN 3 $bin --data $DATA \
+    --train 500 --test 101 --batch 49 --epochs 2 --predict 1 --csv none "${extra[@]}"
   ok=0; [ $rc -eq 0 ] && ! grep -qE 'ERROR|runtime error' "$TMP/asan" && grep -q "predicted [0-9], true" "$TMP/asan" && ok=1
-  check "AddressSanitizer/UBSan build of $b ${extra[*]} trains cleanly (3 ranks)" \
+  check "AddressSanitizer/UBSan build of $b ${extra[*]} trains cleanly (3 ranks${k:+ as 2 pseudo-nodes})" \
     "exit $rc: $(grep -m3 -E 'ERROR|runtime error' "$TMP/asan")$(tail -n 2 "$TMP/asan")" [ $ok = 1 ]
 done
 finish
