@@ -323,19 +323,53 @@ matmul(int M, int N, int K, const float *A, long a_row, long a_col,
     else matmul_tiles(EPI_FORWARD, M, N, K, A, a_row, a_col, B, ldb, C, ldc, e);
 }
 
+#if defined(__AVX2__) && !defined(GEMM_LOOPS)
+/* An 8 x 8 block: dst[j * ld + i] = src[i * lds + j] for i, j < 8. Eight rows in, the
+ * textbook unpack / shuffle / lane-swap network, eight rows out: a copy, the same floats. */
+static inline void transpose8(const float *restrict src, long lds, float *restrict dst, long ld) {
+    __m256 r0 = _mm256_loadu_ps(src), r1 = _mm256_loadu_ps(src + lds), r2 = _mm256_loadu_ps(src + 2 * lds),
+           r3 = _mm256_loadu_ps(src + 3 * lds), r4 = _mm256_loadu_ps(src + 4 * lds), r5 = _mm256_loadu_ps(src + 5 * lds),
+           r6 = _mm256_loadu_ps(src + 6 * lds), r7 = _mm256_loadu_ps(src + 7 * lds);
+    __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1), t2 = _mm256_unpacklo_ps(r2, r3),
+           t3 = _mm256_unpackhi_ps(r2, r3), t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5),
+           t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+    __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xee),
+           s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xee),
+           s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xee),
+           s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xee);
+    _mm256_storeu_ps(dst, _mm256_permute2f128_ps(s0, s4, 0x20));
+    _mm256_storeu_ps(dst + ld, _mm256_permute2f128_ps(s1, s5, 0x20));
+    _mm256_storeu_ps(dst + 2 * ld, _mm256_permute2f128_ps(s2, s6, 0x20));
+    _mm256_storeu_ps(dst + 3 * ld, _mm256_permute2f128_ps(s3, s7, 0x20));
+    _mm256_storeu_ps(dst + 4 * ld, _mm256_permute2f128_ps(s0, s4, 0x31));
+    _mm256_storeu_ps(dst + 5 * ld, _mm256_permute2f128_ps(s1, s5, 0x31));
+    _mm256_storeu_ps(dst + 6 * ld, _mm256_permute2f128_ps(s2, s6, 0x31));
+    _mm256_storeu_ps(dst + 7 * ld, _mm256_permute2f128_ps(s3, s7, 0x31));
+}
+#endif
+
 /* dst[j * ld + i] = src[i * lds + j] (transpose_ld: src's rows lds floats apart, a padded
  * W's; transpose: cols apart): the transpose of a block of rows of src lands in the same
  * block of columns of dst (ld = rows of the whole matrix; ld = rows transposes all of
  * src). In 16 x 16 blocks so that both the reads and the strided writes stay
  * within a few cache lines (a plain loop spends more time here than the backward
- * product it prepares). */
+ * product it prepares); with AVX2, the whole 8 x 8 blocks in a block by registers
+ * (transpose8, docs/NOTES.md 54), the rest element by element. */
 static inline void transpose_ld(const float *restrict src, long lds, int rows, int cols, float *restrict dst, long ld) {
     enum { BLOCK = 16 };
     for (int i0 = 0; i0 < rows; i0 += BLOCK)
         for (int j0 = 0; j0 < cols; j0 += BLOCK) {
             int i1 = i0 + BLOCK < rows ? i0 + BLOCK : rows, j1 = j0 + BLOCK < cols ? j0 + BLOCK : cols;
-            for (int j = j0; j < j1; j++)
+            int iv = i0, jv = j0;   /* the 8 x 8 blocks cover [i0, iv) x [j0, jv) */
+#if defined(__AVX2__) && !defined(GEMM_LOOPS)
+            iv = i0 + (i1 - i0) / 8 * 8, jv = j0 + (j1 - j0) / 8 * 8;
+            for (int i = i0; i < iv; i += 8)
+                for (int j = j0; j < jv; j += 8) transpose8(src + (long)i * lds + j, lds, dst + (long)j * ld + i, ld);
+#endif
+            for (int j = jv; j < j1; j++)   /* the columns right of them, every row */
                 for (int i = i0; i < i1; i++) dst[(long)j * ld + i] = src[(long)i * lds + j];
+            for (int j = j0; j < jv; j++)   /* the rows below them */
+                for (int i = iv; i < i1; i++) dst[(long)j * ld + i] = src[(long)i * lds + j];
         }
 }
 static inline void transpose(const float *restrict src, int rows, int cols, float *restrict dst, long ld) {

@@ -232,7 +232,18 @@ static void test_transpose(void) {
     transpose_ld(xp, 86, R, Cn, yp, R);
     CHECK("transpose_ld of rows 86 floats apart, 70 wide: transpose's result, the padding unread",
           memcmp(yp, y, sizeof(float) * (size_t)R * Cn) == 0, "results differ");
-    free(x); free(y); free(xp); free(yp);
+    /* rows 5..45 of a 48 x 72 matrix whose rows lie 80 floats apart into columns 5..45 of its
+     * 72 x 48 transpose (a thread's slice, as hybrid's): 8 x 8 blocks at odd offsets, edges */
+    float *s = malloc(sizeof(float) * 48 * 80), *d = malloc(sizeof(float) * 72 * 48);
+    fill(s, 48L * 80, 5);
+    for (long k = 0; k < 72L * 48; k++) d[k] = -1.0f;
+    transpose_ld(s + 5L * 80, 80, 40, 72, d + 5, 48);
+    wrong = 0;
+    for (int i = 0; i < 48; i++)
+        for (int j = 0; j < 72; j++) wrong += d[(long)j * 48 + i] != (i >= 5 && i < 45 ? s[(long)i * 80 + j] : -1.0f);
+    CHECK("transpose_ld of rows 5..45 (80 floats apart) into columns 5..45: the rest untouched",
+          wrong == 0, "%d elements wrong", wrong);
+    free(x); free(y); free(xp); free(yp); free(s); free(d);
 }
 
 int main(void) {
