@@ -15,6 +15,8 @@
  * floats more when out is a multiple of 32, so that a column panel's rows do not fall in
  * the same few cache sets, docs/NOTES.md 51); with --pad F, out + F apart (--pad 0: the
  * unpadded rows the trainers had before).
+ * After the step's line, the transposes of W2 and W3 that bwd2 and bwd3 read (wt2, wt3:
+ * the copies the trainers make; with --panels too, of a row-major W).
  * Each product runs REPS times per timing; the best timing over the rounds is kept (the
  * VM's slow stretches only lengthen timings). Prints one line per product (microseconds,
  * GFLOP/s counted as 2 FLOP per multiply-add) and the step's total. One thread: pin it
@@ -135,5 +137,22 @@ int main(int argc, char **argv) {
         total_flops += flops[p];
     }
     printf("gemm-step: step %.1f us, %.1f GFLOP/s\n", total * 1e6, total_flops / total / 1e9);
+    /* the copies the trainers make of W2 and W3 for the input gradients (transpose_ld, as
+     * serial/serial.c calls it), 100 per timing, the best of the rounds; not in the step's
+     * rate above */
+    for (int l = 2; l <= 3; l++) {
+        double best_t = 1e30;
+        for (long r = 0; r < rounds; r++) {
+            double t0 = now();
+            for (int k = 0; k < 100; k++) {
+                transpose_ld(W[l], row_ld(size[l], pad), size[l - 1], size[l], WT[l], size[l - 1]);
+                __asm__ __volatile__("" ::: "memory");
+            }
+            double t = (now() - t0) / 100;
+            if (t < best_t) best_t = t;
+        }
+        printf("wt%d   %10.2f us   W%d transposed for bwd%d (%d x %d; a copy, not in the step)\n", l, best_t * 1e6, l, l,
+               size[l - 1], size[l]);
+    }
     return 0;
 }

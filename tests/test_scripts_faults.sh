@@ -76,10 +76,12 @@ if make -s bench/gemm-step >/dev/null 2>&1; then
   one_line_exit2 "gemm-step: --batch 0 refused" "--batch needs an integer in 1..65536" bench/gemm-step --batch 0
   one_line_exit2 "gemm-step: an unknown option refused" "unexpected argument '--bogus'" bench/gemm-step --bogus
   out=$(bench/gemm-step --batch 16 --inputs 100 --rounds 2 2>&1); rc=$?
-  check "gemm-step: batch 16, 100 inputs: the kernel path, 8 products and the step's rate" "exit $rc: $out" \
+  check "gemm-step: batch 16, 100 inputs: the kernel path, 8 products, the step's rate, 2 transposes" "exit $rc: $out" \
     eval '[ $rc = 0 ] && grep -q "kernel path \(avx512\|avx2\|loops\)" <<<"$out" &&
       [ "$(grep -cE "^(fwd|bwd|upd)[123] +[0-9.]+ us +[0-9.]+ GFLOP/s$" <<<"$out")" = 8 ] &&
-      grep -qE "^gemm-step: step [0-9.]+ us, [0-9.]+ GFLOP/s$" <<<"$out"'
+      grep -qE "^gemm-step: step [0-9.]+ us, [0-9.]+ GFLOP/s$" <<<"$out" &&
+      grep -qE "^wt2 +[0-9.]+ us +W2 transposed for bwd2 \(256 x 128;" <<<"$out" &&
+      grep -qE "^wt3 +[0-9.]+ us +W3 transposed for bwd3 \(128 x 10;" <<<"$out"'
   out=$(bench/gemm-step --batch 16 --inputs 100 --rounds 2 --panels 2>&1); rc=$?
   check "gemm-step --panels: W by column panels (the last one partial), 8 products" "exit $rc: $out" \
     eval '[ $rc = 0 ] && grep -q "W by column panels" <<<"$out" &&
