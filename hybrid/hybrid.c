@@ -572,7 +572,8 @@ int main(int argc, char **argv) {
                thread_level_name(provided), *wait_policy ? wait_policy : "unset");
         if (sync_mode == SYNC_HIERARCHICAL)
             printf("hybrid: hierarchical: %d node%s, up to %d rank%s each%s\n", hier.nodes, hier.nodes == 1 ? "" : "s",
-                   hier.max_node_size, hier.max_node_size == 1 ? "" : "s", hier.pseudo ? " (pseudo-nodes: PARTRAIN_RANKS_PER_NODE)" : "");
+                   hier.max_node_size, hier.max_node_size == 1 ? "" : "s",
+                   hier.pseudo ? " (pseudo-nodes: PARTRAIN_RANKS_PER_NODE)" : "");
         if (o->resume) printf("hybrid: resumed from %s after epoch %d\n", o->resume, ck.epochs_done);
         fflush(stdout);
     }

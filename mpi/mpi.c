@@ -416,7 +416,8 @@ int main(int argc, char **argv) {
                variant, nranks);
         if (sync_mode == SYNC_HIERARCHICAL)
             printf("mpi: hierarchical: %d node%s, up to %d rank%s each%s\n", hier.nodes, hier.nodes == 1 ? "" : "s",
-                   hier.max_node_size, hier.max_node_size == 1 ? "" : "s", hier.pseudo ? " (pseudo-nodes: PARTRAIN_RANKS_PER_NODE)" : "");
+                   hier.max_node_size, hier.max_node_size == 1 ? "" : "s",
+                   hier.pseudo ? " (pseudo-nodes: PARTRAIN_RANKS_PER_NODE)" : "");
         if (o->resume) printf("mpi: resumed from %s after epoch %d\n", o->resume, ck.epochs_done);
         fflush(stdout);
     }

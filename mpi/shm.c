@@ -544,7 +544,8 @@ int main(int argc, char **argv) {
                o->batch / nranks, rank_rows, so.batch_per_rank ? ", --batch-per-rank" : "", o->lr,
                (unsigned long long)o->seed, nranks);
         printf("shm: %d node%s, up to %d rank%s each sharing one copy of the model%s%s\n", hier.nodes,
-               hier.nodes == 1 ? "" : "s", hier.max_node_size, hier.max_node_size == 1 ? "" : "s", hier.nodes > 1 ? ", node leaders allreduce the node sums" : "",
+               hier.nodes == 1 ? "" : "s", hier.max_node_size, hier.max_node_size == 1 ? "" : "s",
+               hier.nodes > 1 ? ", node leaders allreduce the node sums" : "",
                hier.pseudo ? " (pseudo-nodes: PARTRAIN_RANKS_PER_NODE)" : "");
         if (o->resume) printf("shm: resumed from %s after epoch %d\n", o->resume, ck.epochs_done);
         fflush(stdout);
