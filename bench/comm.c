@@ -42,7 +42,7 @@
 
 #include <mpi.h>
 
-#include "maths.h"        /* PAD16, alloc_floats: the trainers' gradient layout */
+#include "maths.h"        /* grad_layout, alloc_floats: the trainers' gradient layout */
 #include "options.h"    /* options_die, options_value, options_long; the trainers' --hidden */
 #include "timer.h"
 
@@ -191,16 +191,15 @@ static void parse_options(comm_options *o, int argc, char **argv) {
 // ----------------------------------------------------------------------------
 // the sizes
 
-/* the floats the trainers exchange per step for o's MLP at `features` inputs: every W and
- * b padded to 16 floats, as mpi/mpi.c and hybrid/hybrid.c lay out their gradient */
+/* the floats the trainers exchange per step for o's MLP at `features` inputs: their
+ * gradient layout (common/maths.h's grad_layout) */
 static long gradient_floats(const train_options *o, long features) {
-    long n = 0, prev = features;
-    for (int l = 0; l <= o->n_hidden; l++) {
-        long out = l < o->n_hidden ? o->hidden[l] : IDX_CLASSES;
-        n += PAD16(prev * out) + PAD16(out);
-        prev = out;
-    }
-    return n;
+    int size[OPT_MAX_HIDDEN + 2];
+    long gw[OPT_MAX_HIDDEN + 2], gb[OPT_MAX_HIDDEN + 2];
+    size[0] = (int)features;
+    for (int l = 1; l <= o->n_hidden; l++) size[l] = o->hidden[l - 1];
+    size[o->n_hidden + 1] = IDX_CLASSES;
+    return grad_layout(size, o->n_hidden + 1, gw, gb);
 }
 
 static int cmp_long(const void *a, const void *b) {

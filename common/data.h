@@ -72,14 +72,20 @@ static inline void shard(long n, int k, int parts, long *lo, long *count) {
  * it saves (docs/NOTES.md 53). */
 enum { SMALL_ROW_BYTES = 4096, GATHER_AHEAD = 2 };
 
+/* d's samples as stored: *bytes per row (pixel bytes or resampled floats), from the start */
+static inline const char *dataset_store(const dataset *d, size_t *bytes) {
+    *bytes = (d->pixels ? 1 : sizeof(float)) * (size_t)d->features;
+    return d->pixels ? (const char *)d->pixels : (const char *)d->x;
+}
+
 /* rows samples of d as floats into x (rows x features): sample idx[r], or first + r when
  * idx is NULL. Bytes are converted (pixel_floats), resampled floats copied. A shuffled
  * batch's small rows were asked for a step early (prefetch_batch), but the step's own
  * traffic has pushed them out of L2 since: each is asked into L1 again GATHER_AHEAD rows
  * before its turn. */
 static inline void dataset_rows(const dataset *d, const uint32_t *idx, long first, int rows, float *x) {
-    size_t features = (size_t)d->features, bytes = (d->pixels ? 1 : sizeof(float)) * features;
-    const char *base = d->pixels ? (const char *)d->pixels : (const char *)d->x;
+    size_t features = (size_t)d->features, bytes;
+    const char *base = dataset_store(d, &bytes);
     for (int r = 0; r < rows; r++) {
         if (idx && bytes <= SMALL_ROW_BYTES && r + GATHER_AHEAD < rows)
             for (size_t b = 0; b < bytes; b += 64) __builtin_prefetch(base + (size_t)idx[r + GATHER_AHEAD] * bytes + b, 0, 3);
@@ -103,8 +109,8 @@ static inline void gather_batch(const dataset *d, const uint32_t *idx, int rows,
  * the whole function pure and deletes the call at -O1 and above (tests/test_headers.sh
  * checks the builds for prefetch instructions). */
 static inline void prefetch_batch(const dataset *d, const uint32_t *idx, int rows) {
-    size_t bytes = (d->pixels ? 1 : sizeof(float)) * (size_t)d->features;
-    const char *base = d->pixels ? (const char *)d->pixels : (const char *)d->x;
+    size_t bytes;
+    const char *base = dataset_store(d, &bytes);
     for (int r = 0; bytes <= SMALL_ROW_BYTES && r < rows; r++) {
         const char *row = base + (size_t)idx[r] * bytes;
         for (size_t b = 0; b < bytes; b += 64) __builtin_prefetch(row + b, 0, 2);

@@ -108,6 +108,20 @@ static inline double dense_flops_per_sample(const int *size, int L) {
     return f;
 }
 
+/* The gradient layout mpi, hybrid and shm (across nodes) send between ranks: the
+ * parameters' order (W1 b1 W2 b2 ...) without W's row padding, each view on 16 floats,
+ * so that only the model's floats travel. Layer l's weight gradient starts at gw[l], its
+ * rows size[l] floats apart, its bias gradient at gb[l]; returns the floats of it all. */
+static inline long grad_layout(const int *size, int L, long *gw, long *gb) {
+    long n = 0;
+    for (int l = 1; l <= L; l++) {
+        gw[l] = n;
+        gb[l] = n += PAD16((long)size[l - 1] * size[l]);
+        n += PAD16(size[l]);
+    }
+    return n;
+}
+
 /* Serial's update W = fmaf(scale, g, W) on rows [r0, r1) of a layer's W (out columns, rows
  * w_ld(out) floats apart) from a gradient without the padding (rows out floats apart): the
  * layout mpi and hybrid send between ranks, so that only the model's floats travel. */

@@ -188,10 +188,8 @@ static int mlp_init(mlp *m, int inputs, const train_options *o) {
     for (int l = 1; l <= m->n_layers; l++) {
         m->n_params += (long)m->size[l - 1] * m->size[l] + m->size[l];
         m->params_alloc += PAD16((long)m->size[l - 1] * w_ld(m->size[l])) + PAD16(m->size[l]);
-        m->gw_off[l] = m->grad_alloc;
-        m->gb_off[l] = m->grad_alloc += PAD16((long)m->size[l - 1] * m->size[l]);
-        m->grad_alloc += PAD16(m->size[l]);
     }
+    m->grad_alloc = grad_layout(m->size, m->n_layers, m->gw_off, m->gb_off);
     m->params = zeroed_floats(m->params_alloc);   /* padding stays zero */
     m->grad = zeroed_floats(m->grad_alloc);
     if (!m->params || !m->grad) return -1;

@@ -172,20 +172,22 @@ static int mlp_init(mlp *m, int inputs, const train_options *o, int max_rows) {
     for (int l = 1; l <= m->n_layers; l++) {
         m->n_params += (long)m->size[l - 1] * m->size[l] + m->size[l];
         m->params_alloc += PAD16((long)m->size[l - 1] * w_ld(m->size[l])) + PAD16(m->size[l]);
-        m->grad_alloc += layer_floats(m, l);
         long w = (long)m->size[l - 1] * m->size[l];
         if (w > widest) widest = w;
     }
+    long gw[MAX_LAYERS + 1], gb[MAX_LAYERS + 1];
+    m->grad_alloc = grad_layout(m->size, m->n_layers, gw, gb);
     m->params = zeroed_floats(m->params_alloc);   /* padding stays zero */
     m->grad = zeroed_floats(m->grad_alloc);
     m->wt = alloc_floats(widest);
     if (!m->params || !m->grad || !m->wt) return -1;
-    float *p = m->params, *g = m->grad;
+    float *p = m->params;
     for (int l = 1; l <= m->n_layers; l++) {
         int in = m->size[l - 1], out = m->size[l];
-        long nb = PAD16(out);
-        m->W[l] = p; m->gW[l] = g; p += PAD16((long)in * w_ld(out)); g += PAD16((long)in * out);
-        m->b[l] = p; m->gb[l] = g; p += nb; g += nb;
+        m->W[l] = p; p += PAD16((long)in * w_ld(out));
+        m->b[l] = p; p += PAD16(out);
+        m->gW[l] = m->grad + gw[l];
+        m->gb[l] = m->grad + gb[l];
         prng_init_dense_ld(m->W[l], w_ld(out), in, out, l, l == m->n_layers, o->seed);
     }
     for (int l = 0; l <= m->n_layers; l++) {

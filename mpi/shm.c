@@ -310,12 +310,7 @@ static void shm_init(const mlp *m, float **params, float **work) {
     }
     long n = m->params_alloc, nw = work_floats(m), P = hier.node_size, L = m->n_layers;
     int leader = hier.node_rank == 0;
-    shm.sum_alloc = 0;
-    for (int l = 1; hier.nodes > 1 && l <= L; l++) {   /* each view on 16 floats, as params' */
-        shm.sum_w[l] = shm.sum_alloc;
-        shm.sum_b[l] = shm.sum_alloc += PAD16((long)m->size[l - 1] * m->size[l]);
-        shm.sum_alloc += PAD16(m->size[l]);
-    }
+    shm.sum_alloc = hier.nodes > 1 ? grad_layout(m->size, L, shm.sum_w, shm.sum_b) : 0;
     /* + 16 floats: room to start this rank's part on a cache line (window_aligned) */
     long mine = nw + (leader ? n + shm.sum_alloc : 0) + 16;
     MPI_Info info;
