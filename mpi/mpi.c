@@ -155,9 +155,10 @@ typedef struct {
     float *wt;                    /* transposed weights for the backward product */
 } mlp;
 
-/* floats of layer l's segment (gW then gb, with their padding) in grad */
+/* floats of layer l's segment (gW then gb, with their padding) in grad: up to the next
+ * layer's, or to grad's end (grad_layout) */
 static long layer_floats(const mlp *m, int l) {
-    return PAD16((long)m->size[l - 1] * m->size[l]) + PAD16(m->size[l]);
+    return (l < m->n_layers ? m->gW[l + 1] : m->grad + m->grad_alloc) - m->gW[l];
 }
 
 static int mlp_init(mlp *m, int inputs, const train_options *o, int max_rows) {
